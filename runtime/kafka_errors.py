@@ -1,0 +1,131 @@
+"""The one place where a confluent_kafka error becomes retriable, abortable or fatal.
+
+Rules, first match wins:
+
+1. ``fatal()`` or a fencing code: FATAL (``FencedError`` when fenced).
+2. ``txn_requires_abort()``: ABORTABLE.
+3. ``retriable()``: RETRIABLE.
+4. a code in ``_TRANSIENT_CODES``: RETRIABLE.
+5. anything else, ``_FATAL_CODES`` included: FATAL. We never retry what we do not understand.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from confluent_kafka import KafkaError, KafkaException
+
+from runtime.errors import (
+    AbortableKafkaError,
+    FatalKafkaError,
+    FencedError,
+    KafkaClientError,
+    RetriableKafkaError,
+)
+
+
+class ErrorClass(enum.Enum):
+    RETRIABLE = "retriable"
+    ABORTABLE = "abortable"
+    FATAL = "fatal"
+
+
+# Another instance owns our identity now. Going on would break exactly-once (two writers for one
+# transactional.id or one static member): stop this client, never retry.
+_FENCING_CODES = frozenset(
+    {
+        KafkaError.PRODUCER_FENCED,
+        KafkaError.INVALID_PRODUCER_EPOCH,
+        KafkaError._FENCED,
+        KafkaError.FENCED_INSTANCE_ID,
+    }
+)
+
+# Not flagged retriable by librdkafka in every path, but transient in practice: a broker
+# restarting or electing leaders, a coordinator moving or loading its log (DESIGN §9: the first
+# init_transactions() after a start answers "coordinator load in progress"), a transaction of
+# our previous incarnation still completing. Waiting and calling again is the cure.
+_TRANSIENT_CODES = frozenset(
+    {
+        KafkaError._TRANSPORT,
+        KafkaError._ALL_BROKERS_DOWN,
+        KafkaError._TIMED_OUT,
+        KafkaError._WAIT_COORD,
+        KafkaError.REQUEST_TIMED_OUT,
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError.NOT_LEADER_FOR_PARTITION,  # Kafka now calls it NOT_LEADER_OR_FOLLOWER
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.CONCURRENT_TRANSACTIONS,
+    }
+)
+
+# Fatal although librdkafka may not flag them so. Documentation of intent: rule 5 makes them
+# fatal anyway, and a test keeps them out of _TRANSIENT_CODES.
+_FATAL_CODES = frozenset(
+    {
+        # Credentials and ACLs do not heal by retrying; an operator must act, and a crash
+        # (restart with backoff) is visible where a retry loop is not.
+        KafkaError._AUTHENTICATION,
+        KafkaError.SASL_AUTHENTICATION_FAILED,
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.GROUP_AUTHORIZATION_FAILED,
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+        KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        # The broker lacks what exactly-once needs (transactions, headers, a protocol version).
+        KafkaError._UNSUPPORTED_FEATURE,
+        KafkaError.UNSUPPORTED_VERSION,
+        KafkaError.UNSUPPORTED_FOR_MESSAGE_FORMAT,
+        # DESIGN §9 (librdkafka #4849): the producer's transaction state is broken; close the
+        # producer and make a new one with the same transactional.id.
+        KafkaError.INVALID_TXN_STATE,
+    }
+)
+
+_ERROR_TYPES: dict[ErrorClass, type[KafkaClientError]] = {
+    ErrorClass.RETRIABLE: RetriableKafkaError,
+    ErrorClass.ABORTABLE: AbortableKafkaError,
+    ErrorClass.FATAL: FatalKafkaError,
+}
+
+
+def classify(error: KafkaError) -> ErrorClass:
+    """What to do about ``error``: call again, abort the transaction, or give up on the client."""
+    if error.fatal() or error.code() in _FENCING_CODES:
+        return ErrorClass.FATAL
+    if error.txn_requires_abort():
+        return ErrorClass.ABORTABLE
+    if error.retriable() or error.code() in _TRANSIENT_CODES:
+        return ErrorClass.RETRIABLE
+    return ErrorClass.FATAL
+
+
+def to_client_error(error: KafkaError, operation: str | None = None) -> KafkaClientError:
+    """The exception of ours for ``error`` (also for errors met in callbacks and messages)."""
+    if error.code() in _FENCING_CODES:
+        return FencedError(error, operation)
+    return _ERROR_TYPES[classify(error)](error, operation)
+
+
+@contextmanager
+def translate_kafka_errors(operation: str) -> Iterator[None]:
+    """Translate a ``KafkaException`` raised inside the block into a ``KafkaClientError``.
+
+    ``operation`` names the call for the message (``"commit_transaction"``); the original
+    exception is the ``__cause__``.
+    """
+    try:
+        yield
+    except KafkaException as exc:
+        raise to_client_error(_kafka_error_of(exc), operation) from exc
+
+
+def _kafka_error_of(exc: KafkaException) -> KafkaError:
+    if exc.args and isinstance(exc.args[0], KafkaError):
+        return exc.args[0]
+    # A KafkaException built from a bare message: we cannot know what it means, so UNKNOWN
+    # (classified FATAL).
+    return KafkaError(KafkaError.UNKNOWN, str(exc))

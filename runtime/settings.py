@@ -1,0 +1,355 @@
+"""The configuration of every role: environment variables, the same names everywhere.
+
+A field with an ``alias`` is an environment variable; a field of type ``ClusterSettings`` is
+a group of them (``KAFKA_CLUSTERS_SOURCE`` + ``_`` + ``BOOTSTRAP_SERVERS``). Adding a
+variable is one field here: the unknown-variable check, error messages and ``exactly config``
+all read the fields.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    model_validator,
+)
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from runtime.errors import ConfigError
+from runtime.properties import (
+    MASK,
+    PROPERTIES_INFIX,
+    is_property_variable,
+    read_client_properties,
+)
+from runtime.values import (
+    check_flow_name,
+    check_topic_name,
+    matches_any,
+    parse_bootstrap_servers,
+    parse_patterns,
+)
+
+# An environment variable under one of these prefixes must be one we know, or start-up stops.
+# STATE_DIR and METRICS_PORT are known by their exact names only.
+PREFIXES = ("KAFKA_CLUSTERS_", "REPLICATION_", "OFFSETSYNC_", "EXACTLY_")
+DEFAULT_MARK = "  # default"
+_BOOTSTRAP_ALIAS = "BOOTSTRAP_SERVERS"
+
+
+def _from_text(parse: Callable[[str], object]) -> BeforeValidator:
+    """Apply ``parse`` to text from the environment; values given in Python pass as they are."""
+    return BeforeValidator(lambda value: parse(value) if isinstance(value, str) else value)
+
+
+def _non_empty(value: object) -> object:
+    if value == "":
+        raise ValueError("is empty")
+    return value
+
+
+Servers = Annotated[tuple[str, ...], _from_text(parse_bootstrap_servers)]
+TopicName = Annotated[str, AfterValidator(check_topic_name)]
+Patterns = Annotated[tuple[re.Pattern[str], ...], _from_text(parse_patterns)]
+LogLevel = Annotated[
+    Literal["DEBUG", "INFO", "WARNING", "ERROR"], _from_text(lambda text: text.strip().upper())
+]
+
+
+class ClusterSettings(BaseModel):
+    """One Kafka cluster: where it is, the seed's one topic, and librdkafka passthrough."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_by_name=True)
+
+    bootstrap_servers: Servers = Field(
+        alias=_BOOTSTRAP_ALIAS,
+        description="Required. Comma-separated host:port list; IPv6 in brackets ([::1]:9092).",
+    )
+    topic: TopicName | None = Field(
+        None,
+        alias="TOPIC",
+        description="The seed's one-topic form: the source topic, and its name on the "
+        "destination (default: the same name).",
+    )
+    # Not variables themselves: filled from <cluster>_PROPERTIES_* (runtime.properties).
+    properties: dict[str, str] = Field(default_factory=dict)
+    secret_properties: dict[str, SecretStr] = Field(default_factory=dict)
+
+    def client_config(self) -> dict[str, str]:
+        """bootstrap.servers and the passthrough properties, ready for confluent_kafka."""
+        config = {"bootstrap.servers": ",".join(self.bootstrap_servers)}
+        config.update(self.properties)
+        config.update(
+            {name: value.get_secret_value() for name, value in self.secret_properties.items()}
+        )
+        return config
+
+
+class Settings(BaseSettings):
+    """Every role's configuration. Build it with ``load_settings``; it is immutable."""
+
+    model_config = SettingsConfigDict(frozen=True, extra="forbid", validate_by_name=True)
+
+    source: ClusterSettings = Field(alias="KAFKA_CLUSTERS_SOURCE")
+    destination: ClusterSettings = Field(alias="KAFKA_CLUSTERS_DESTINATION")
+    topics_include: Patterns = Field(
+        (),
+        alias="REPLICATION_TOPICS_INCLUDE",
+        description="Comma-separated regular expressions, full match: source topics to "
+        "replicate (not with KAFKA_CLUSTERS_SOURCE_TOPIC). Topics starting with __ "
+        "(Kafka's internal ones) never match.",
+    )
+    topics_exclude: Patterns = Field(
+        (),
+        alias="REPLICATION_TOPICS_EXCLUDE",
+        description="Comma-separated regular expressions, full match: source topics never "
+        "replicated; wins over the include list and over KAFKA_CLUSTERS_SOURCE_TOPIC.",
+    )
+    flow: Annotated[str, AfterValidator(check_flow_name)] = Field(
+        "default",
+        alias="REPLICATION_FLOW",
+        description="Names the flow; staging, changelog and transactional ids derive from it.",
+    )
+    groups_include: Patterns = Field(
+        (),
+        alias="OFFSETSYNC_GROUPS_INCLUDE",
+        description="Comma-separated regular expressions, full match: consumer groups whose "
+        "offsets are synced. Default: none (committing offsets on the target is opt-in).",
+    )
+    groups_exclude: Patterns = Field(
+        (),
+        alias="OFFSETSYNC_GROUPS_EXCLUDE",
+        description="Consumer groups never synced; wins over the include list.",
+    )
+    state_dir: Annotated[Path, BeforeValidator(_non_empty)] = Field(
+        Path("state"), alias="STATE_DIR", description="Where the deduplicator keeps RocksDB."
+    )
+    metrics_port: int = Field(
+        9464,
+        ge=0,
+        le=65535,
+        alias="METRICS_PORT",
+        description="HTTP port for metrics and health; 0 turns it off. 9464 is the "
+        "Prometheus exporter default; give each role its own when several share a host.",
+    )
+    log_level: LogLevel = Field(
+        "INFO", alias="EXACTLY_LOG_LEVEL", description="DEBUG, INFO, WARNING or ERROR."
+    )
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # load_settings reads the environment (and only the environment, never a .env file)
+        # and hands it over as init values; pydantic-settings reads nothing by itself.
+        return (init_settings,)
+
+    @model_validator(mode="after")
+    def _one_way_to_pick_topics(self) -> Settings:
+        source_topic, destination_topic, include = (
+            variable_name(path)
+            for path in (("source", "topic"), ("destination", "topic"), ("topics_include",))
+        )
+        if self.destination.topic is not None and self.source.topic is None:
+            raise ConfigError(
+                destination_topic,
+                f"is set but {source_topic} is not: it names the copy of that one topic",
+                self.destination.topic,
+            )
+        if self.source.topic is not None and self.topics_include:
+            raise ConfigError(
+                include,
+                f"cannot be combined with {source_topic}: use {source_topic} (and "
+                f"{destination_topic}) for one topic, or {include} for many",
+                _render(self.topics_include),
+            )
+        return self
+
+    def destination_topic(self, source_topic: str) -> str | None:
+        """The destination name of ``source_topic``, or None when it is not replicated.
+
+        The exclude list wins; then the seed's one topic (renamed by
+        KAFKA_CLUSTERS_DESTINATION_TOPIC) or the include list (same name).
+        """
+        if matches_any(self.topics_exclude, source_topic):
+            return None
+        if self.source.topic is not None:
+            if source_topic != self.source.topic:
+                return None
+            return self.destination.topic or source_topic
+        if source_topic.startswith("__"):
+            return None
+        return source_topic if matches_any(self.topics_include, source_topic) else None
+
+    def syncs_group(self, group_id: str) -> bool:
+        """Whether offset sync translates ``group_id``'s offsets (exclude wins; none by default)."""
+        return matches_any(self.groups_include, group_id) and not matches_any(
+            self.groups_exclude, group_id
+        )
+
+
+def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
+    """The settings from ``environ`` (default: ``os.environ``); ConfigError if anything is wrong."""
+    env = dict(os.environ if environ is None else environ)
+    _reject_unknown(env)
+    data: dict[str, Any] = {}
+    for cluster in _clusters():
+        properties = read_client_properties(
+            cluster, env, bootstrap_variable=f"{cluster}_{_BOOTSTRAP_ALIAS}"
+        )
+        data[cluster] = {
+            "properties": {p.name: p.value for p in properties if not p.secret},
+            "secret_properties": {p.name: SecretStr(p.value) for p in properties if p.secret},
+        }
+    for variable in _variables():
+        if variable.name in env:
+            _put(data, variable.aliases, env[variable.name])
+    try:
+        return Settings(**data)
+    except ValidationError as exc:
+        raise _config_error(exc, env) from None
+
+
+def render_config(settings: Settings) -> str:
+    """``NAME=value`` per effective variable, sorted; defaults marked, secrets as ``****``."""
+    lines = []
+    for variable in _variables():
+        parent: BaseModel = settings
+        for part in variable.path[:-1]:
+            parent = getattr(parent, part)
+        value = getattr(parent, variable.path[-1])
+        mark = "" if variable.path[-1] in parent.model_fields_set else DEFAULT_MARK
+        if variable.path == ("destination", "topic") and value is None and settings.source.topic:
+            value = settings.source.topic
+            mark = f"{DEFAULT_MARK}: same as {variable_name(('source', 'topic'))}"
+        lines.append(f"{variable.name}={_render(value)}{mark}")
+    for cluster, field_name in _clusters().items():
+        cluster_settings: ClusterSettings = getattr(settings, field_name)
+        shown = dict(cluster_settings.properties)
+        shown.update(dict.fromkeys(cluster_settings.secret_properties, MASK))
+        for prop, value in shown.items():
+            lines.append(f"{cluster}_{PROPERTIES_INFIX}{prop.upper().replace('.', '_')}={value}")
+    return "\n".join(sorted(lines)) + "\n"
+
+
+def variable_name(path: tuple[str, ...]) -> str:
+    """The variable of a field path: ``("source", "topic")`` -> KAFKA_CLUSTERS_SOURCE_TOPIC."""
+    return next(variable.name for variable in _variables() if variable.path == path)
+
+
+@dataclass(frozen=True)
+class _Variable:
+    name: str  # KAFKA_CLUSTERS_SOURCE_TOPIC
+    path: tuple[str, ...]  # ("source", "topic"): the fields
+    aliases: tuple[str, ...]  # ("KAFKA_CLUSTERS_SOURCE", "TOPIC"): what pydantic's loc says
+
+
+def _is_group(info: FieldInfo) -> bool:
+    return isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel)
+
+
+@functools.cache
+def _variables() -> tuple[_Variable, ...]:
+    """Every environment variable, in field order: a field with an alias is one."""
+    found = []
+    for name, info in Settings.model_fields.items():
+        if info.alias is None:
+            continue
+        if not _is_group(info):
+            found.append(_Variable(info.alias, (name,), (info.alias,)))
+            continue
+        group: type[BaseModel] = info.annotation  # type: ignore[assignment]
+        for sub_name, sub in group.model_fields.items():
+            if sub.alias is not None:
+                found.append(
+                    _Variable(
+                        f"{info.alias}_{sub.alias}", (name, sub_name), (info.alias, sub.alias)
+                    )
+                )
+    return tuple(found)
+
+
+@functools.cache
+def _clusters() -> dict[str, str]:
+    """Variable prefix of each cluster (KAFKA_CLUSTERS_SOURCE) -> its field (source)."""
+    return {
+        info.alias: name
+        for name, info in Settings.model_fields.items()
+        if info.alias and _is_group(info)
+    }
+
+
+def _reject_unknown(env: Mapping[str, str]) -> None:
+    for name in sorted(env):
+        if _is_known(name) or not name.upper().startswith(PREFIXES):
+            continue
+        guess = _guess(name)
+        raise ConfigError(
+            name, f"unknown variable; did you mean {guess}?" if guess else "unknown variable"
+        )
+
+
+def _is_known(name: str) -> bool:
+    return any(variable.name == name for variable in _variables()) or any(
+        is_property_variable(cluster, name) for cluster in _clusters()
+    )
+
+
+def _guess(name: str) -> str | None:
+    upper = name.upper()
+    if _is_known(upper):
+        return upper  # the environment is case-sensitive; our names are upper-case
+    known = [variable.name for variable in _variables()]
+    close = difflib.get_close_matches(upper, known, n=1, cutoff=0.8)
+    return close[0] if close else None
+
+
+def _put(data: dict[str, Any], path: tuple[str, ...], value: str) -> None:
+    for part in path[:-1]:
+        data = data.setdefault(part, {})
+    data[path[-1]] = value
+
+
+def _config_error(exc: ValidationError, env: Mapping[str, str]) -> ConfigError:
+    """The first of pydantic's errors as a ConfigError naming the environment variable."""
+    error = exc.errors(include_url=False)[0]
+    loc = tuple(str(part) for part in error["loc"])
+    variable = next(
+        (v.name for v in _variables() if loc[: len(v.aliases)] == v.aliases),
+        "_".join(loc),
+    )
+    if error["type"] == "missing":
+        return ConfigError(variable, "is required but not set")
+    # Our own validators raise ValueError("what is wrong"); pydantic's types say it themselves.
+    message = str(error["ctx"]["error"]) if error["type"] == "value_error" else error["msg"]
+    return ConfigError(variable, message, env.get(variable))
+
+
+def _render(value: object) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, tuple):
+        return ",".join(_render(item) for item in value)
+    if isinstance(value, re.Pattern):
+        return value.pattern
+    return str(value)

@@ -1,0 +1,186 @@
+"""The classifier and the exception boundary, with real KafkaError objects."""
+
+import logging
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException, Producer
+
+from runtime import (
+    AbortableKafkaError,
+    ErrorClass,
+    ExactlyError,
+    FatalKafkaError,
+    FencedError,
+    KafkaClientError,
+    RetriableKafkaError,
+    classify,
+    to_client_error,
+    translate_kafka_errors,
+)
+
+RETRIABLE, ABORTABLE, FATAL = ErrorClass.RETRIABLE, ErrorClass.ABORTABLE, ErrorClass.FATAL
+
+TRANSIENT_CODES = [
+    KafkaError._TRANSPORT,
+    KafkaError._ALL_BROKERS_DOWN,
+    KafkaError._TIMED_OUT,
+    KafkaError.REQUEST_TIMED_OUT,
+    KafkaError.NOT_COORDINATOR,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.CONCURRENT_TRANSACTIONS,
+]
+FATAL_CODES = [
+    KafkaError._AUTHENTICATION,
+    KafkaError.SASL_AUTHENTICATION_FAILED,
+    KafkaError.TOPIC_AUTHORIZATION_FAILED,
+    KafkaError.GROUP_AUTHORIZATION_FAILED,
+    KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+    KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    KafkaError._UNSUPPORTED_FEATURE,
+    KafkaError.UNSUPPORTED_VERSION,
+    KafkaError.INVALID_TXN_STATE,
+]
+FENCING_CODES = [
+    KafkaError.PRODUCER_FENCED,
+    KafkaError.INVALID_PRODUCER_EPOCH,
+    KafkaError._FENCED,
+    KafkaError.FENCED_INSTANCE_ID,
+]
+UNFLAGGED = KafkaError._MSG_TIMED_OUT  # in no table: only its flags decide
+
+
+def error(code: int, **flags: bool) -> KafkaError:
+    return KafkaError(code, "from the test", **flags)
+
+
+@pytest.mark.parametrize(
+    ("kafka_error", "expected"),
+    [
+        # Rule 1: fatal() wins over every other flag and over the transient table.
+        pytest.param(error(UNFLAGGED, fatal=True), FATAL, id="fatal-flag"),
+        pytest.param(
+            error(UNFLAGGED, fatal=True, retriable=True), FATAL, id="fatal-beats-retriable"
+        ),
+        pytest.param(
+            error(UNFLAGGED, fatal=True, txn_requires_abort=True), FATAL, id="fatal-beats-abortable"
+        ),
+        pytest.param(error(KafkaError._TRANSPORT, fatal=True), FATAL, id="fatal-beats-transient"),
+        # Rule 1: a fencing code is fatal whatever the flags say.
+        pytest.param(
+            error(KafkaError.PRODUCER_FENCED, txn_requires_abort=True),
+            FATAL,
+            id="fenced-beats-abortable",
+        ),
+        pytest.param(
+            error(KafkaError.INVALID_PRODUCER_EPOCH, retriable=True),
+            FATAL,
+            id="fenced-beats-retriable",
+        ),
+        # Rule 2: abortable wins over retriable and over the transient table.
+        pytest.param(error(UNFLAGGED, txn_requires_abort=True), ABORTABLE, id="abortable-flag"),
+        pytest.param(
+            error(UNFLAGGED, txn_requires_abort=True, retriable=True),
+            ABORTABLE,
+            id="abortable-beats-retriable",
+        ),
+        pytest.param(
+            error(KafkaError.CONCURRENT_TRANSACTIONS, txn_requires_abort=True),
+            ABORTABLE,
+            id="abortable-beats-transient",
+        ),
+        # Rule 3: librdkafka's retriable flag.
+        pytest.param(error(UNFLAGGED, retriable=True), RETRIABLE, id="retriable-flag"),
+        # Rule 5: what nobody flagged and no table names is fatal.
+        pytest.param(error(UNFLAGGED), FATAL, id="unflagged-unknown"),
+        pytest.param(error(KafkaError.UNKNOWN), FATAL, id="unknown-code"),
+        pytest.param(error(123456), FATAL, id="code-librdkafka-does-not-know"),
+    ],
+)
+def test_precedence_of_rules(kafka_error, expected):
+    assert classify(kafka_error) is expected
+
+
+@pytest.mark.parametrize("code", TRANSIENT_CODES)
+def test_transient_codes_without_flags_are_retriable(code):
+    assert classify(error(code)) is RETRIABLE
+
+
+@pytest.mark.parametrize("code", FATAL_CODES)
+def test_auth_unsupported_and_broken_transaction_state_are_fatal(code):
+    assert classify(error(code)) is FATAL
+    assert type(to_client_error(error(code))) is FatalKafkaError
+
+
+@pytest.mark.parametrize("code", FENCING_CODES)
+def test_fencing_codes_become_fenced_error(code):
+    assert classify(error(code)) is FATAL
+    assert isinstance(to_client_error(error(code)), FencedError)
+
+
+@pytest.mark.parametrize(
+    ("kafka_error", "expected_type"),
+    [
+        (error(KafkaError.NOT_COORDINATOR), RetriableKafkaError),
+        (error(UNFLAGGED, txn_requires_abort=True), AbortableKafkaError),
+        (error(UNFLAGGED), FatalKafkaError),
+        (error(KafkaError._FENCED, fatal=True), FencedError),
+    ],
+)
+def test_translate_raises_ours_from_the_cause(kafka_error, expected_type):
+    cause = KafkaException(kafka_error)
+    with pytest.raises(expected_type) as caught, translate_kafka_errors("commit_transaction"):
+        raise cause
+    raised = caught.value
+    assert type(raised) is expected_type
+    assert raised.kafka_error is kafka_error
+    assert raised.__cause__ is cause
+    assert str(raised) == f"commit_transaction: {kafka_error.name()}: from the test"
+
+
+def test_tree_has_one_root():
+    for leaf in (RetriableKafkaError, AbortableKafkaError, FatalKafkaError, FencedError):
+        assert issubclass(leaf, KafkaClientError)
+        assert issubclass(leaf, ExactlyError)
+    assert issubclass(FencedError, FatalKafkaError)
+
+
+def test_kafka_exception_without_kafka_error_is_fatal():
+    with pytest.raises(FatalKafkaError) as caught, translate_kafka_errors("poll"):
+        raise KafkaException("something odd")
+    assert caught.value.kafka_error.code() == KafkaError.UNKNOWN
+    assert "something odd" in str(caught.value)
+
+
+def test_other_exceptions_pass_untouched():
+    with pytest.raises(ValueError, match="not ours"), translate_kafka_errors("produce"):
+        raise ValueError("not ours")
+
+
+def test_message_is_one_line():
+    raised = to_client_error(KafkaError(KafkaError._FAIL, "first\nsecond\n"), "flush")
+    assert str(raised) == "flush: _FAIL: first second"
+
+
+# librdkafka's own errors, not built by hand.
+
+_SILENT = logging.Logger("test.silent")
+_SILENT.disabled = True
+
+
+def test_real_transport_failure_is_retriable_though_librdkafka_does_not_flag_it():
+    producer = Producer({"bootstrap.servers": "127.0.0.1:1", "logger": _SILENT})
+    with pytest.raises(RetriableKafkaError) as caught, translate_kafka_errors("list_topics"):
+        producer.list_topics(timeout=0.1)
+    kafka_error = caught.value.kafka_error
+    assert kafka_error.code() == KafkaError._TRANSPORT
+    assert not kafka_error.retriable()
+
+
+def test_real_misuse_of_the_transactional_api_is_fatal():
+    producer = Producer({"logger": _SILENT})  # no transactional.id
+    with pytest.raises(FatalKafkaError) as caught, translate_kafka_errors("begin_transaction"):
+        producer.begin_transaction()
+    assert caught.value.kafka_error.code() == KafkaError._NOT_CONFIGURED

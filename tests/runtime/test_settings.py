@@ -1,0 +1,439 @@
+"""Settings as an operator meets them: environment in, settings or one-line ConfigError out."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from runtime import ConfigError, ExactlyError, is_secret_property, load_settings, render_config
+
+SOURCE = "KAFKA_CLUSTERS_SOURCE_"
+DESTINATION = "KAFKA_CLUSTERS_DESTINATION_"
+SEED = {
+    f"{SOURCE}BOOTSTRAP_SERVERS": "source-1:9092,source-2:9092",
+    f"{SOURCE}TOPIC": "orders",
+    f"{DESTINATION}BOOTSTRAP_SERVERS": "target-1:9092",
+    f"{DESTINATION}TOPIC": "orders-copy",
+}
+CLUSTERS = {
+    key: SEED[key] for key in (f"{SOURCE}BOOTSTRAP_SERVERS", f"{DESTINATION}BOOTSTRAP_SERVERS")
+}
+
+
+def load(**overrides: str | None):
+    env = {**CLUSTERS, **overrides}
+    return load_settings({name: value for name, value in env.items() if value is not None})
+
+
+def config_error(**overrides: str | None) -> ConfigError:
+    with pytest.raises(ConfigError) as caught:
+        load(**overrides)
+    return caught.value
+
+
+# The seed's four variables.
+
+
+def test_seed_variables_map_exactly():
+    loaded = load_settings(SEED)
+    assert loaded.source.bootstrap_servers == ("source-1:9092", "source-2:9092")
+    assert loaded.destination.bootstrap_servers == ("target-1:9092",)
+    assert loaded.source.topic == "orders"
+    assert loaded.destination.topic == "orders-copy"
+    assert loaded.source.client_config() == {"bootstrap.servers": "source-1:9092,source-2:9092"}
+    assert loaded.destination.client_config() == {"bootstrap.servers": "target-1:9092"}
+    assert loaded.destination_topic("orders") == "orders-copy"
+    assert loaded.destination_topic("orders-eu") is None
+
+
+def test_source_topic_alone_keeps_its_name():
+    loaded = load(KAFKA_CLUSTERS_SOURCE_TOPIC="orders")
+    assert loaded.destination_topic("orders") == "orders"
+    assert loaded.destination_topic("payments") is None
+
+
+def test_defaults():
+    loaded = load()
+    assert loaded.flow == "default"
+    assert str(loaded.state_dir) == "state"
+    assert loaded.metrics_port == 9464
+    assert loaded.log_level == "INFO"
+    assert loaded.destination_topic("orders") is None  # nothing picked: roles decide if that is ok
+    assert not loaded.syncs_group("billing")  # offset sync is opt-in
+
+
+def test_bootstrap_entries_are_stripped_and_ipv6_needs_brackets():
+    loaded = load(KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS=" a:1 ,  [::1]:9092,b.example.com:65535 ")
+    assert loaded.source.bootstrap_servers == ("a:1", "[::1]:9092", "b.example.com:65535")
+    assert (
+        loaded.source.client_config()["bootstrap.servers"] == "a:1,[::1]:9092,b.example.com:65535"
+    )
+
+
+def test_values_are_immutable():
+    loaded = load()
+    with pytest.raises(ValidationError):
+        loaded.flow = "other"
+    with pytest.raises(ValidationError):
+        loaded.source.topic = "other"
+
+
+def test_log_level_is_case_insensitive():
+    assert load(EXACTLY_LOG_LEVEL="debug").log_level == "DEBUG"
+
+
+# Topics and groups: include, exclude, full match, exclude wins.
+
+
+def test_include_is_a_full_match_and_exclude_wins():
+    loaded = load(
+        REPLICATION_TOPICS_INCLUDE="orders.*, payments",
+        REPLICATION_TOPICS_EXCLUDE=".*-tmp",
+    )
+    assert loaded.destination_topic("orders") == "orders"
+    assert loaded.destination_topic("orders-eu") == "orders-eu"
+    assert loaded.destination_topic("payments") == "payments"
+    assert loaded.destination_topic("payments-eu") is None  # full match, not search
+    assert loaded.destination_topic("my-orders") is None
+    assert loaded.destination_topic("orders-tmp") is None  # excluded although included
+
+
+def test_exclude_wins_over_the_seed_topic():
+    loaded = load(KAFKA_CLUSTERS_SOURCE_TOPIC="orders", REPLICATION_TOPICS_EXCLUDE="orders")
+    assert loaded.destination_topic("orders") is None
+
+
+def test_internal_topics_never_match_an_include_list():
+    loaded = load(REPLICATION_TOPICS_INCLUDE=".*")
+    assert loaded.destination_topic("__consumer_offsets") is None
+    assert loaded.destination_topic("__transaction_state") is None
+    assert loaded.destination_topic("_schemas") == "_schemas"
+
+
+def test_groups_include_and_exclude():
+    loaded = load(OFFSETSYNC_GROUPS_INCLUDE="billing-.*,audit", OFFSETSYNC_GROUPS_EXCLUDE=".*-test")
+    assert loaded.syncs_group("billing-eu")
+    assert loaded.syncs_group("audit")
+    assert not loaded.syncs_group("audit-2")
+    assert not loaded.syncs_group("billing-test")
+
+
+# Every error: a ConfigError naming the variable, one line, saying what is wrong.
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "what"),
+    [
+        (f"{SOURCE}BOOTSTRAP_SERVERS", None, "is required but not set"),
+        (f"{SOURCE}BOOTSTRAP_SERVERS", "", "is empty"),
+        (f"{SOURCE}BOOTSTRAP_SERVERS", "a:1,,b:2", "entry 2 is empty"),
+        (f"{SOURCE}BOOTSTRAP_SERVERS", "a:1,", "entry 2 is empty"),
+        (f"{SOURCE}BOOTSTRAP_SERVERS", "h:0", "port 0 is outside 1..65535"),
+        (f"{DESTINATION}BOOTSTRAP_SERVERS", "h:70000", "port 70000 is outside 1..65535"),
+        (f"{SOURCE}BOOTSTRAP_SERVERS", "h:http", "port 'http' is not a number"),
+        (f"{SOURCE}BOOTSTRAP_SERVERS", ":9092", "has no host"),
+        (f"{SOURCE}BOOTSTRAP_SERVERS", "::1:9092", "IPv6 address in brackets"),
+        (f"{SOURCE}BOOTSTRAP_SERVERS", "[::1]", "has no port"),
+        (f"{SOURCE}BOOTSTRAP_SERVERS", "[nope]:1", "'nope' is not an IPv6 address"),
+        (f"{SOURCE}TOPIC", "a/b", "'a/b' is not a valid Kafka topic name"),
+        (f"{SOURCE}TOPIC", "..", "is not a valid Kafka topic name"),
+        (f"{SOURCE}TOPIC", "x" * 250, "is not a valid Kafka topic name"),
+        (f"{DESTINATION}TOPIC", "copy", f"is set but {SOURCE}TOPIC is not"),
+        (
+            "REPLICATION_TOPICS_INCLUDE",
+            "ok,a[",
+            "expression 'a[' is not a valid regular expression",
+        ),
+        ("OFFSETSYNC_GROUPS_EXCLUDE", "(x", "expression '(x' is not a valid regular expression"),
+        ("REPLICATION_FLOW", "my flow", "'my flow' is not a valid flow name"),
+        ("REPLICATION_FLOW", "f" * 101, "is not a valid flow name"),
+        ("METRICS_PORT", "70000", "less than or equal to 65535"),
+        ("METRICS_PORT", "-1", "greater than or equal to 0"),
+        ("METRICS_PORT", "http", "valid integer"),
+        ("EXACTLY_LOG_LEVEL", "verbose", "'DEBUG', 'INFO', 'WARNING' or 'ERROR'"),
+        ("STATE_DIR", "", "is empty"),
+        ("REPLICATION_FLOWS", "x", "unknown variable; did you mean REPLICATION_FLOW?"),
+        (f"{SOURCE}TOPICS", "x", f"unknown variable; did you mean {SOURCE}TOPIC?"),
+        ("kafka_clusters_source_topic", "x", f"did you mean {SOURCE}TOPIC?"),
+        ("EXACTLY_FROBNICATE", "x", "unknown variable"),
+        (f"{SOURCE}PROPERTIES_FOO_BAR", "1", 'No such configuration property: "foo.bar"'),
+        (f"{SOURCE}PROPERTIES_ACKS", "banana", "rejected by librdkafka: Invalid value"),
+        (f"{DESTINATION}PROPERTIES_LINGER_MS", "-5", "outside allowed range"),
+        (f"{SOURCE}PROPERTIES_security_protocol", "SSL", "upper-cased, dots as underscores"),
+        (f"{SOURCE}PROPERTIES_BOOTSTRAP_SERVERS", "a:1", f"set {SOURCE}BOOTSTRAP_SERVERS instead"),
+    ],
+)
+def test_errors_name_the_variable_in_one_line(variable, value, what):
+    error = config_error(**{variable: value})
+    assert error.variable == variable
+    assert str(error).startswith(variable)
+    assert what in str(error)
+    assert "\n" not in str(error)
+    assert isinstance(error, ExactlyError)
+
+
+def test_one_topic_and_an_include_list_do_not_mix():
+    error = config_error(KAFKA_CLUSTERS_SOURCE_TOPIC="orders", REPLICATION_TOPICS_INCLUDE="o.*")
+    assert str(error) == (
+        "REPLICATION_TOPICS_INCLUDE='o.*': cannot be combined with KAFKA_CLUSTERS_SOURCE_TOPIC: "
+        "use KAFKA_CLUSTERS_SOURCE_TOPIC (and KAFKA_CLUSTERS_DESTINATION_TOPIC) for one topic, "
+        "or REPLICATION_TOPICS_INCLUDE for many"
+    )
+
+
+def test_error_format_quotes_the_value():
+    error = config_error(KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS="localhost")
+    assert str(error) == (
+        "KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS='localhost': "
+        "entry 'localhost' has no port (expected host:port)"
+    )
+
+
+def test_unknown_variable_does_not_echo_its_value():
+    error = config_error(KAFKA_CLUSTERS_SOURCE_PROPERTY_SASL_PASSWORD="hunter2")
+    assert "hunter2" not in str(error)
+
+
+def test_variables_outside_our_prefixes_are_ignored():
+    assert (
+        load(PATH="/usr/bin", KAFKA_HOME="/opt/kafka", LOCALKAFKA_CACHE_DIR="/tmp").flow
+        == "default"
+    )
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    name=st.sampled_from(
+        [
+            f"{SOURCE}BOOTSTRAP_SERVERS",
+            f"{SOURCE}TOPIC",
+            "REPLICATION_TOPICS_INCLUDE",
+            "REPLICATION_FLOW",
+            "METRICS_PORT",
+            "STATE_DIR",
+            "EXACTLY_LOG_LEVEL",
+            f"{SOURCE}PROPERTIES_CLIENT_ID",
+            f"{SOURCE}PROPERTIES_ACKS",
+        ]
+    ),
+    value=st.text(alphabet=st.characters(exclude_characters="\x00"), max_size=30),
+)
+def test_any_value_gives_settings_or_config_error(name, value):
+    try:
+        load(**{name: value})
+    except ConfigError as caught:
+        error = caught
+    else:
+        return
+    assert error.variable == name
+    assert "\n" not in str(error)
+
+
+# librdkafka passthrough and secrets.
+
+
+def test_passthrough_properties_reach_client_config():
+    loaded = load(
+        KAFKA_CLUSTERS_SOURCE_PROPERTIES_SECURITY_PROTOCOL="SASL_SSL",
+        KAFKA_CLUSTERS_SOURCE_PROPERTIES_SASL_MECHANISM="PLAIN",
+        KAFKA_CLUSTERS_SOURCE_PROPERTIES_SASL_USERNAME="replicator",
+        KAFKA_CLUSTERS_SOURCE_PROPERTIES_SASL_PASSWORD="pw",
+        KAFKA_CLUSTERS_SOURCE_PROPERTIES_LOG_LEVEL="3",
+        KAFKA_CLUSTERS_DESTINATION_PROPERTIES_ACKS="all",
+    )
+    assert loaded.source.client_config() == {
+        "bootstrap.servers": CLUSTERS[f"{SOURCE}BOOTSTRAP_SERVERS"],
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": "replicator",
+        "sasl.password": "pw",
+        "log_level": "3",
+    }
+    assert loaded.destination.client_config()["acks"] == "all"
+
+
+def test_consumer_and_producer_properties_are_both_accepted_silently(capfd):
+    loaded = load(
+        KAFKA_CLUSTERS_SOURCE_PROPERTIES_AUTO_OFFSET_RESET="earliest",
+        KAFKA_CLUSTERS_SOURCE_PROPERTIES_ISOLATION_LEVEL="read_committed",
+        KAFKA_CLUSTERS_SOURCE_PROPERTIES_ENABLE_IDEMPOTENCE="true",
+    )
+    assert loaded.source.client_config()["auto.offset.reset"] == "earliest"
+    assert capfd.readouterr().err == ""  # librdkafka's "consumer property ignored" stays quiet
+
+
+def test_a_bad_value_of_a_consumer_property_is_still_caught():
+    error = config_error(KAFKA_CLUSTERS_SOURCE_PROPERTIES_AUTO_OFFSET_RESET="banana")
+    assert error.variable == "KAFKA_CLUSTERS_SOURCE_PROPERTIES_AUTO_OFFSET_RESET"
+
+
+def test_properties_checked_together_blame_the_right_variable():
+    # ssl.key.pem alone passes; librdkafka parses it only once security.protocol is SSL.
+    error = config_error(
+        KAFKA_CLUSTERS_SOURCE_PROPERTIES_SECURITY_PROTOCOL="SSL",
+        KAFKA_CLUSTERS_SOURCE_PROPERTIES_SSL_KEY_PEM="not-a-key",
+    )
+    assert error.variable == "KAFKA_CLUSTERS_SOURCE_PROPERTIES_SSL_KEY_PEM"
+    assert "not-a-key" not in str(error)
+    assert "'****'" in str(error)
+
+
+def test_properties_wrong_only_together_blame_the_cluster():
+    error = config_error(
+        KAFKA_CLUSTERS_SOURCE_PROPERTIES_SECURITY_PROTOCOL="SASL_SSL",
+        KAFKA_CLUSTERS_SOURCE_PROPERTIES_SASL_MECHANISM="PLAIN",
+    )
+    assert error.variable == "KAFKA_CLUSTERS_SOURCE_PROPERTIES_*"
+    assert "sasl.username and sasl.password must be set" in str(error)
+
+
+def test_secret_from_file_reaches_client_config_only(tmp_path):
+    secret_file = tmp_path / "password"
+    secret_file.write_text("s3cr3t-value\n")
+    loaded = load(
+        KAFKA_CLUSTERS_SOURCE_PROPERTIES_SASL_USERNAME="replicator",
+        KAFKA_CLUSTERS_SOURCE_PROPERTIES_SASL_PASSWORD_FILE=str(secret_file),
+    )
+    assert loaded.source.client_config()["sasl.password"] == "s3cr3t-value"
+    assert loaded.source.client_config()["sasl.username"] == "replicator"
+    for shown in (repr(loaded), str(loaded), repr(loaded.source), render_config(loaded)):
+        assert "s3cr3t-value" not in shown
+    assert "KAFKA_CLUSTERS_SOURCE_PROPERTIES_SASL_PASSWORD=****\n" in render_config(loaded)
+
+
+def test_any_file_value_is_secret_even_for_a_harmless_property(tmp_path):
+    (tmp_path / "client-id").write_text("private-name")
+    loaded = load(KAFKA_CLUSTERS_SOURCE_PROPERTIES_CLIENT_ID_FILE=str(tmp_path / "client-id"))
+    assert loaded.source.client_config()["client.id"] == "private-name"
+    assert "private-name" not in render_config(loaded) + repr(loaded)
+
+
+def test_inline_secret_is_masked_everywhere():
+    loaded = load(KAFKA_CLUSTERS_DESTINATION_PROPERTIES_SASL_PASSWORD="hunter2")
+    assert loaded.destination.client_config()["sasl.password"] == "hunter2"
+    for shown in (repr(loaded), str(loaded), render_config(loaded)):
+        assert "hunter2" not in shown
+
+
+def test_missing_secret_file_names_variable_and_path(tmp_path):
+    missing = tmp_path / "nope"
+    error = config_error(KAFKA_CLUSTERS_SOURCE_PROPERTIES_SASL_PASSWORD_FILE=str(missing))
+    assert str(error) == (
+        f"KAFKA_CLUSTERS_SOURCE_PROPERTIES_SASL_PASSWORD_FILE='{missing}': "
+        "cannot read the file: No such file or directory"
+    )
+
+
+def test_bad_value_from_file_is_not_echoed(tmp_path):
+    (tmp_path / "protocol").write_text("banana\n")
+    error = config_error(
+        KAFKA_CLUSTERS_SOURCE_PROPERTIES_SECURITY_PROTOCOL_FILE=str(tmp_path / "protocol")
+    )
+    assert error.variable == "KAFKA_CLUSTERS_SOURCE_PROPERTIES_SECURITY_PROTOCOL_FILE"
+    assert str(tmp_path / "protocol") in str(error)
+    assert "banana" not in str(error)
+
+
+def test_masking_a_short_secret_leaves_the_message_readable():
+    error = config_error(
+        KAFKA_CLUSTERS_SOURCE_PROPERTIES_SASL_PASSWORD="p",
+        KAFKA_CLUSTERS_SOURCE_PROPERTIES_ACKS="banana",
+    )
+    assert str(error) == (
+        "KAFKA_CLUSTERS_SOURCE_PROPERTIES_ACKS='banana': rejected by librdkafka: "
+        'Invalid value for configuration property "request.required.acks"'
+    )
+
+
+def test_value_and_file_for_one_property_is_an_error(tmp_path):
+    (tmp_path / "password").write_text("x")
+    error = config_error(
+        KAFKA_CLUSTERS_SOURCE_PROPERTIES_SASL_PASSWORD="y",
+        KAFKA_CLUSTERS_SOURCE_PROPERTIES_SASL_PASSWORD_FILE=str(tmp_path / "password"),
+    )
+    assert error.variable == "KAFKA_CLUSTERS_SOURCE_PROPERTIES_SASL_PASSWORD_FILE"
+    assert "KAFKA_CLUSTERS_SOURCE_PROPERTIES_SASL_PASSWORD sets the same property" in str(error)
+
+
+def test_property_named_file_is_not_read_from_a_file():
+    loaded = load(KAFKA_CLUSTERS_SOURCE_PROPERTIES_SASL_OAUTHBEARER_ASSERTION_FILE="/run/jwt")
+    assert loaded.source.client_config()["sasl.oauthbearer.assertion.file"] == "/run/jwt"
+
+
+@pytest.mark.parametrize(
+    ("name", "from_file", "secret"),
+    [
+        ("sasl.password", False, True),
+        ("ssl.key.password", False, True),
+        ("ssl.keystore.password", False, True),
+        ("ssl.key.pem", False, True),
+        ("sasl.oauthbearer.config", False, True),
+        ("sasl.oauthbearer.client.secret", False, True),
+        ("sasl.oauthbearer.assertion.private.key.passphrase", False, True),
+        ("client.id", True, True),
+        ("sasl.username", False, False),
+        ("ssl.key.location", False, False),
+        ("ssl.certificate.pem", False, False),
+        ("security.protocol", False, False),
+    ],
+)
+def test_secret_rule(name, from_file, secret):
+    assert is_secret_property(name, from_file=from_file) is secret
+
+
+# exactly config
+
+
+def test_render_config_lists_every_variable_with_defaults_marked():
+    env = {**SEED, "METRICS_PORT": "9500", f"{SOURCE}PROPERTIES_SASL_PASSWORD": "hunter2"}
+    env[f"{SOURCE}PROPERTIES_ACKS"] = "all"
+    assert render_config(load_settings(env)) == (
+        "EXACTLY_LOG_LEVEL=INFO  # default\n"
+        "KAFKA_CLUSTERS_DESTINATION_BOOTSTRAP_SERVERS=target-1:9092\n"
+        "KAFKA_CLUSTERS_DESTINATION_TOPIC=orders-copy\n"
+        "KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS=source-1:9092,source-2:9092\n"
+        "KAFKA_CLUSTERS_SOURCE_PROPERTIES_ACKS=all\n"
+        "KAFKA_CLUSTERS_SOURCE_PROPERTIES_SASL_PASSWORD=****\n"
+        "KAFKA_CLUSTERS_SOURCE_TOPIC=orders\n"
+        "METRICS_PORT=9500\n"
+        "OFFSETSYNC_GROUPS_EXCLUDE=  # default\n"
+        "OFFSETSYNC_GROUPS_INCLUDE=  # default\n"
+        "REPLICATION_FLOW=default  # default\n"
+        "REPLICATION_TOPICS_EXCLUDE=  # default\n"
+        "REPLICATION_TOPICS_INCLUDE=  # default\n"
+        "STATE_DIR=state  # default\n"
+    )
+
+
+def test_render_config_shows_the_implied_destination_topic():
+    rendered = render_config(load(KAFKA_CLUSTERS_SOURCE_TOPIC="orders"))
+    assert (
+        "KAFKA_CLUSTERS_DESTINATION_TOPIC=orders  # default: same as KAFKA_CLUSTERS_SOURCE_TOPIC\n"
+        in rendered
+    )
+
+
+def test_rendered_config_loads_back_to_the_same_settings():
+    env = {**CLUSTERS, "REPLICATION_TOPICS_INCLUDE": "a.*,b", "OFFSETSYNC_GROUPS_INCLUDE": "g"}
+    loaded = load_settings(env)
+    lines = [line.split("  #")[0] for line in render_config(loaded).splitlines()]
+    rendered_env = dict(line.split("=", 1) for line in lines if not line.endswith("="))
+    assert load_settings(rendered_env) == loaded
+
+
+# Only the environment given, never os.environ or a .env file behind its back.
+
+
+def test_reads_os_environ_when_given_nothing(monkeypatch):
+    for name, value in CLUSTERS.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("REPLICATION_FLOW", "from-os-environ")
+    assert load_settings().flow == "from-os-environ"
+
+
+def test_explicit_environ_ignores_os_environ_and_dotenv(monkeypatch, tmp_path):
+    monkeypatch.setenv("REPLICATION_FLOW", "from-os-environ")
+    monkeypatch.setenv("FLOW", "from-os-environ")
+    (tmp_path / ".env").write_text("REPLICATION_FLOW=from-dotenv\nflow=from-dotenv\n")
+    monkeypatch.chdir(tmp_path)
+    assert load_settings(CLUSTERS).flow == "default"
