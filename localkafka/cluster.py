@@ -1,0 +1,303 @@
+"""One KRaft cluster on this machine: a controller and a broker, each its own local JVM.
+
+Everything a cluster is lives in one directory, so any process, also one started from another
+shell, can open it and find the same cluster:
+
+    <dir>/cluster.json    name, cluster id, ports, Kafka version (written once, at create)
+    <dir>/controller/     the KRaft controller (node 1): config, data, controller.log, pid
+    <dir>/broker/         the broker (node 2): config, data, broker.log, pid
+
+Why two JVMs and not one combined node: after a SIGKILL of a combined node, the restarted
+process serves partitions from its stale metadata while the controller (restarted with it)
+still holds the dead incarnation's registration; when that expires a few seconds later the
+broker is fenced, every partition loses its leader, and the transaction coordinator, which was
+just completing the commits that were in flight at the kill, drops their markers ("partitions
+are likely deleted already and hence can be skipped"). The result is a hanging transaction and
+a last stable offset stuck forever: read_committed consumers see nothing. Seen here on Kafka
+4.3.1 in one of four kill-and-restart runs. With a controller that survives the broker's crash,
+the dead broker is fenced before its successor starts, as in a real cluster.
+
+Ports are fixed at create time and reused on every restart: clients (and the crash tests) keep
+the bootstrap address across a kill and a restart.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import socket
+import time
+import uuid
+from base64 import urlsafe_b64encode
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from localkafka.errors import ClusterStartError, ClusterStateError
+from localkafka.install import KafkaDistribution, ensure_kafka
+from localkafka.node import KafkaNode
+from localkafka.readiness import wait_until_ready
+
+READY_TIMEOUT_S = 90.0
+STOP_TIMEOUT_S = 20.0
+# Below the Linux ephemeral range (32768+): a fixed port up there could be taken by some client's
+# outgoing socket while the broker is down, and a restart on the same port would then fail.
+_PORT_RANGE = (20000, 32000)
+_CONTROLLER_NODE_ID = 1
+_BROKER_NODE_ID = 2
+_HEARTBEAT_MS = 1000
+# The controller fences a broker that has not heartbeated for this long. Shorter than Kafka's
+# 9 s default so a crash-and-restart takes seconds, long enough that a busy 2-core machine does
+# not fence a live broker.
+_SESSION_TIMEOUT_MS = 6000
+# A restarted broker waits until its dead predecessor is surely fenced (see the module docstring).
+_FENCE_WAIT_S = _SESSION_TIMEOUT_MS / 1000 + 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterInfo:
+    name: str
+    cluster_id: str
+    port: int
+    controller_port: int
+    kafka_version: str
+
+
+class LocalCluster:
+    """A local KRaft cluster rooted in one directory: create once, then start, kill, restart."""
+
+    def __init__(self, directory: Path, info: ClusterInfo) -> None:
+        self.directory = directory
+        self.info = info
+        self.controller = KafkaNode(directory / "controller", "controller", heap="256m")
+        self.broker = KafkaNode(directory / "broker", "broker", heap="768m")
+
+    # -- lifecycle of the directory -------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls, directory: Path, name: str, distribution: KafkaDistribution | None = None
+    ) -> LocalCluster:
+        """Write the configuration and format the storage of a new cluster in `directory`."""
+        distribution = distribution or ensure_kafka()
+        if (directory / "cluster.json").exists():
+            raise ClusterStateError(f"{directory} already holds a cluster")
+        port, controller_port = _free_ports(2)
+        info = ClusterInfo(
+            name=name,
+            cluster_id=_new_cluster_id(),
+            port=port,
+            controller_port=controller_port,
+            kafka_version=distribution.version,
+        )
+        cluster = cls(directory, info)
+        try:
+            cluster.controller.write_config(cluster._controller_properties())
+            cluster.broker.write_config(cluster._broker_properties())
+            for node in (cluster.controller, cluster.broker):
+                node.format(distribution, info.cluster_id)
+        except ClusterStartError as exc:
+            shutil.rmtree(directory, ignore_errors=True)
+            raise ClusterStartError(f"cluster {name!r}: {exc}") from exc
+        except BaseException:
+            # A half-made directory would be taken for a cluster by the next `up`.
+            shutil.rmtree(directory, ignore_errors=True)
+            raise
+        (directory / "cluster.json").write_text(json.dumps(asdict(info), indent=2) + "\n")
+        return cluster
+
+    @classmethod
+    def open(cls, directory: Path) -> LocalCluster:
+        try:
+            raw = json.loads((directory / "cluster.json").read_text())
+        except FileNotFoundError:
+            raise ClusterStateError(f"no cluster in {directory} (cluster.json missing)") from None
+        return cls(directory, ClusterInfo(**raw))
+
+    # -- what clients need ----------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return self.info.name
+
+    @property
+    def cluster_id(self) -> str:
+        return self.info.cluster_id
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"127.0.0.1:{self.info.port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.broker.log_path
+
+    def is_running(self) -> bool:
+        return self.broker.is_running() and self.controller.is_running()
+
+    # -- process control ------------------------------------------------------------------------
+
+    def start(
+        self, ready_timeout_s: float = READY_TIMEOUT_S, *, tie_to_parent: bool = False
+    ) -> None:
+        """Start what is not running on the existing data and wait until the cluster is ready."""
+        self.launch(tie_to_parent=tie_to_parent)
+        self.wait_ready(ready_timeout_s)
+
+    def launch(self, *, tie_to_parent: bool = False) -> None:
+        """Start the controller and the broker, whichever is not running, without waiting.
+
+        `tie_to_parent`: the JVMs die with the calling process (tests); `exactly kafka up`
+        passes False, as its clusters must outlive the command.
+        """
+        distribution = ensure_kafka(self.info.kafka_version)
+        if not self.controller.is_running():
+            self._require_free_port(self.info.controller_port)
+            self.controller.launch(distribution, tie_to_parent=tie_to_parent)
+        if not self.broker.is_running():
+            self._await_predecessor_fenced()
+            self._require_free_port(self.info.port)
+            self.broker.launch(distribution, tie_to_parent=tie_to_parent)
+
+    def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> None:
+        """Wait until metadata answers and transactions commit; kill the JVMs if it never does."""
+        try:
+            cluster_id = wait_until_ready(self.bootstrap_servers, timeout_s, self.is_running)
+        except ClusterStartError as exc:
+            tails = f"{self.controller.log_tail()}\n{self.broker.log_tail()}"
+            self.abort()
+            raise ClusterStartError(f"cluster {self.name!r}: {exc}\n{tails}") from exc
+        if cluster_id != self.cluster_id:
+            raise ClusterStateError(
+                f"cluster {self.name!r}: {self.bootstrap_servers} answers as cluster {cluster_id}, "
+                f"expected {self.cluster_id} (another broker on that port?)"
+            )
+
+    def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
+        """SIGTERM each JVM (then SIGKILL after `timeout_s`): the broker first, for its
+        controlled shutdown needs the controller."""
+        self.broker.stop(timeout_s)
+        self.controller.stop(timeout_s)
+
+    def kill(self) -> None:
+        """SIGKILL the broker, as a crash would; the controller lives on and fences it."""
+        if self.broker.is_running():
+            self.broker.kill()
+            self._killed_marker.write_text(f"{time.time()}\n")
+
+    def abort(self) -> None:
+        """SIGKILL both JVMs: the clean-up after a start that failed or was interrupted."""
+        self.broker.kill()
+        self.controller.kill()
+
+    def restart(
+        self, ready_timeout_s: float = READY_TIMEOUT_S, *, tie_to_parent: bool = False
+    ) -> None:
+        """Start the broker again on the same data (after a kill, or stopping it first)."""
+        self.broker.stop(STOP_TIMEOUT_S)
+        self.start(ready_timeout_s, tie_to_parent=tie_to_parent)
+
+    def destroy(self) -> None:
+        """Stop both JVMs and delete the directory with its data and logs."""
+        self.stop()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    def log_tail(self, lines: int = 40) -> str:
+        return f"{self.broker.log_tail(lines)}\n{self.controller.log_tail(lines // 2)}"
+
+    # -- internals ------------------------------------------------------------------------------
+
+    @property
+    def _killed_marker(self) -> Path:
+        return self.broker.directory / "killed_at"
+
+    def _await_predecessor_fenced(self) -> None:
+        # A broker that was SIGKILLed stays registered with the controller until its session
+        # expires; a successor started before that serves partitions on stale leadership and
+        # can strand transactions (module docstring). Wait out the session.
+        try:
+            killed_at = float(self._killed_marker.read_text())
+        except (FileNotFoundError, ValueError):
+            return
+        time.sleep(max(0.0, killed_at + _FENCE_WAIT_S - time.time()))
+        self._killed_marker.unlink(missing_ok=True)
+
+    def _require_free_port(self, port: int) -> None:
+        if not _port_is_free(port):
+            raise ClusterStartError(
+                f"cluster {self.name!r}: port {port} is in use by another process"
+            )
+
+    def _controller_properties(self) -> dict[str, str]:
+        return {
+            "process.roles": "controller",
+            "node.id": str(_CONTROLLER_NODE_ID),
+            "controller.quorum.voters": self._voters,
+            "listeners": f"CONTROLLER://127.0.0.1:{self.info.controller_port}",
+            "controller.listener.names": "CONTROLLER",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT",
+            "log.dirs": str(self.controller.data_dir),
+            "broker.session.timeout.ms": str(_SESSION_TIMEOUT_MS),
+        }
+
+    def _broker_properties(self) -> dict[str, str]:
+        return {
+            "process.roles": "broker",
+            "node.id": str(_BROKER_NODE_ID),
+            "controller.quorum.voters": self._voters,
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.info.port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.info.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "log.dirs": str(self.broker.data_dir),
+            "broker.heartbeat.interval.ms": str(_HEARTBEAT_MS),
+            # One broker: every internal topic at replication factor 1 (DESIGN.md §9).
+            "offsets.topic.replication.factor": "1",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
+            # Fewer internal partitions than the default 50: they are created at start-up and
+            # loaded after every restart, which is what readiness waits for.
+            "offsets.topic.num.partitions": "10",
+            "transaction.state.log.num.partitions": "10",
+            "group.initial.rebalance.delay.ms": "0",
+            # Topics are created on purpose, with the partition counts and configs the product
+            # chooses; a typo must not silently create a topic.
+            "auto.create.topics.enable": "false",
+            "num.network.threads": "2",
+            "num.io.threads": "4",
+        }
+
+    @property
+    def _voters(self) -> str:
+        return f"{_CONTROLLER_NODE_ID}@127.0.0.1:{self.info.controller_port}"
+
+
+def _new_cluster_id() -> str:
+    # Kafka's own Uuid.randomUuid() never starts with "-" (command-line parsers take such an
+    # id for an option); do the same.
+    while True:
+        cluster_id = urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
+def _port_is_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _free_ports(count: int) -> list[int]:
+    ports: list[int] = []
+    while len(ports) < count:
+        port = random.randrange(*_PORT_RANGE)
+        if port not in ports and _port_is_free(port):
+            ports.append(port)
+    return ports

@@ -1,0 +1,92 @@
+"""Resolve the Apache Kafka jars with Maven into a cache outside the source tree.
+
+The first call runs `mvn dependency:copy-dependencies` on the POM shipped with this package
+(about 90 jars); later calls find the completed cache and return at once. A lock file keeps two
+processes (a test session and `exactly kafka up` in another shell) from racing on the download,
+and the directory is renamed into place only when complete, so a killed download never leaves a
+half cache that looks whole.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from localkafka.errors import KafkaInstallError
+
+KAFKA_VERSION = "4.3.1"
+CACHE_DIR_VARIABLE = "LOCALKAFKA_CACHE_DIR"
+_POM = Path(__file__).with_name("kafka-pom.xml")
+_MAVEN_TIMEOUT_S = 900
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaDistribution:
+    version: str
+    libs_dir: Path
+
+    @property
+    def classpath(self) -> str:
+        return str(self.libs_dir / "*")
+
+
+def cache_root() -> Path:
+    configured = os.environ.get(CACHE_DIR_VARIABLE)
+    if configured:
+        return Path(configured).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "kafka-exactly"
+
+
+def ensure_kafka(version: str = KAFKA_VERSION) -> KafkaDistribution:
+    """Return the cached distribution, resolving it with Maven first if it is not there."""
+    root = cache_root()
+    libs_dir = root / f"kafka-{version}" / "libs"
+    if _is_complete(libs_dir, version):
+        return KafkaDistribution(version, libs_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not _is_complete(libs_dir, version):
+            _resolve(version, libs_dir)
+    return KafkaDistribution(version, libs_dir)
+
+
+def _is_complete(libs_dir: Path, version: str) -> bool:
+    return (libs_dir / f"kafka_2.13-{version}.jar").is_file() and (libs_dir / ".complete").is_file()
+
+
+def _resolve(version: str, libs_dir: Path) -> None:
+    if shutil.which("mvn") is None:
+        raise KafkaInstallError("Maven (mvn) is not on PATH; it is needed to fetch the Kafka jars")
+    staging = Path(tempfile.mkdtemp(prefix=".libs-", dir=libs_dir.parent.parent))
+    command = [
+        "mvn",
+        "--batch-mode",
+        "--quiet",
+        "-f",
+        str(_POM),
+        f"-Dkafka.version={version}",
+        "dependency:copy-dependencies",
+        f"-DoutputDirectory={staging}",
+    ]
+    try:
+        result = subprocess.run(
+            command, capture_output=True, text=True, timeout=_MAVEN_TIMEOUT_S, check=False
+        )
+    except subprocess.TimeoutExpired as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise KafkaInstallError(f"mvn did not finish within {_MAVEN_TIMEOUT_S} s") from exc
+    if result.returncode != 0 or not (staging / f"kafka_2.13-{version}.jar").is_file():
+        shutil.rmtree(staging, ignore_errors=True)
+        tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-20:])
+        raise KafkaInstallError(f"mvn could not resolve Apache Kafka {version}:\n{tail}")
+    (staging / ".complete").touch()
+    libs_dir.parent.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(libs_dir, ignore_errors=True)
+    staging.rename(libs_dir)

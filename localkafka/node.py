@@ -1,0 +1,205 @@
+"""One Kafka JVM (a KRaft controller or a broker) as a local process rooted in one directory.
+
+<node dir>/server.properties   its configuration
+<node dir>/log4j2.properties   logging: everything to stdout, which goes to <role>.log
+<node dir>/<role>.log          its output, appended across restarts (kept for post-mortems)
+<node dir>/pid                 pid of the running process
+<node dir>/data/               its log directory; a restart after SIGKILL reuses it
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from localkafka.errors import ClusterStartError, ClusterStateError
+from localkafka.install import KafkaDistribution
+
+_KILL_WAIT_S = 10.0
+_PR_SET_PDEATHSIG = 1
+_LOG4J2 = """\
+status = warn
+appender.console.type = Console
+appender.console.name = STDOUT
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.stdout.ref = STDOUT
+logger.kafka_request.name = kafka.request.logger
+logger.kafka_request.level = WARN
+"""
+
+
+class KafkaNode:
+    def __init__(self, directory: Path, role: str, heap: str) -> None:
+        self.directory = directory
+        self.role = role
+        self._heap = heap
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def data_dir(self) -> Path:
+        return self.directory / "data"
+
+    @property
+    def log_path(self) -> Path:
+        return self.directory / f"{self.role}.log"
+
+    @property
+    def properties_path(self) -> Path:
+        return self.directory / "server.properties"
+
+    @property
+    def pid(self) -> int | None:
+        """The pid of this node's running JVM, or None."""
+        try:
+            pid = int((self.directory / "pid").read_text())
+        except (FileNotFoundError, ValueError):
+            return None
+        return pid if self._is_ours(pid) else None
+
+    def is_running(self) -> bool:
+        return self.pid is not None
+
+    def write_config(self, properties: dict[str, str]) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.properties_path.write_text("".join(f"{k}={v}\n" for k, v in properties.items()))
+        (self.directory / "log4j2.properties").write_text(_LOG4J2)
+
+    def format(self, distribution: KafkaDistribution, cluster_id: str) -> None:
+        command = [
+            _java(),
+            *self._logging_options(),
+            "-cp",
+            distribution.classpath,
+            "kafka.tools.StorageTool",
+            "format",
+            # The "=" form: a cluster id may start with "-", which a parser takes for an option.
+            f"--cluster-id={cluster_id}",
+            f"--config={self.properties_path}",
+        ]
+        result = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+        with open(self.log_path, "a") as log:
+            log.write(result.stdout + result.stderr)
+        if result.returncode != 0:
+            raise ClusterStartError(f"formatting the {self.role} storage failed\n{self.log_tail()}")
+
+    def launch(self, distribution: KafkaDistribution, *, tie_to_parent: bool) -> None:
+        """Start the JVM without waiting for it to serve.
+
+        With `tie_to_parent` the kernel SIGKILLs the JVM when the calling process dies, so a
+        test session that is itself killed leaves no Kafka behind.
+        """
+        command = [
+            _java(),
+            f"-Xmx{self._heap}",
+            "-XX:+UseG1GC",
+            "-XX:MaxGCPauseMillis=20",
+            "-XX:+ExitOnOutOfMemoryError",
+            "-Djava.awt.headless=true",
+            *self._logging_options(),
+            "-cp",
+            distribution.classpath,
+            "kafka.Kafka",
+            str(self.properties_path),
+        ]
+        with open(self.log_path, "ab") as log:
+            log.write(
+                f"\n=== localkafka: starting the {self.role} at {time.ctime()} ===\n".encode()
+            )
+            log.flush()
+            # A session of its own: Ctrl-C in the user's terminal must not SIGINT the JVM behind
+            # the back of whoever manages it.
+            self._process = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=_die_with_parent if tie_to_parent else None,
+            )
+        (self.directory / "pid").write_text(f"{self._process.pid}\n")
+
+    def stop(self, timeout_s: float) -> None:
+        """SIGTERM, then SIGKILL if the JVM has not exited within `timeout_s`."""
+        pid = self.pid
+        if pid is None:
+            return
+        os.kill(pid, signal.SIGTERM)
+        if not self._await_exit(pid, timeout_s):
+            self.kill()
+        self._forget(pid)
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash would, and wait until the process is gone."""
+        pid = self.pid
+        if pid is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        if not self._await_exit(pid, _KILL_WAIT_S):
+            raise ClusterStateError(f"the {self.role} (pid {pid}) survived SIGKILL")
+        self._forget(pid)
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return f"(no {self.role} log at {self.log_path})"
+        tail = "\n".join(text.splitlines()[-lines:])
+        return f"--- last {lines} lines of {self.log_path} ---\n{tail}"
+
+    def _logging_options(self) -> list[str]:
+        return [f"-Dlog4j2.configurationFile={self.directory / 'log4j2.properties'}"]
+
+    def _is_ours(self, pid: int) -> bool:
+        # The pid file may outlive its process and the pid may be reused: only a live process
+        # whose command line names our server.properties is ours. A zombie has an empty one.
+        if self._process is not None and self._process.pid == pid:
+            return self._process.poll() is None
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            return False
+        return str(self.properties_path).encode() in cmdline
+
+    def _await_exit(self, pid: int, timeout_s: float) -> bool:
+        if self._process is not None and self._process.pid == pid:
+            try:
+                self._process.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                return False
+            return True
+        deadline = time.monotonic() + timeout_s
+        while self._is_ours(pid):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
+    def _forget(self, pid: int) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            if (self.directory / "pid").read_text().strip() == str(pid):
+                (self.directory / "pid").unlink()
+        self._process = None
+
+
+def _java() -> str:
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home and (Path(java_home) / "bin" / "java").is_file():
+        return str(Path(java_home) / "bin" / "java")
+    java = shutil.which("java")
+    if java is None:
+        raise ClusterStartError("java is not on PATH (Java 17 or newer runs the Kafka broker)")
+    return java
+
+
+def _die_with_parent() -> None:
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
