@@ -1,0 +1,43 @@
+# One command each: `make test` installs everything on a fresh machine (a virtual environment,
+# the Python packages, the Kafka jars and Spark's Kafka connector through Maven) and runs the
+# checks and the tests against two real local Kafka clusters.
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+PYTEST_ARGS ?=
+
+.PHONY: install test unit lint bench-envelope kafka-jars spark-connector clean
+
+install: $(VENV)/.installed kafka-jars spark-connector
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $@
+
+kafka-jars: $(VENV)/.installed
+	$(BIN)/exactly kafka install
+
+# Spark's Ivy resolver cannot download here but reads ~/.m2 first (DESIGN.md §9): put the
+# connector and every jar it needs there now, not on every Spark run.
+spark-connector:
+	mvn --batch-mode --quiet -f deps/spark-kafka-connector.xml dependency:resolve
+
+lint: $(VENV)/.installed
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+test: install lint
+	$(BIN)/pytest --durations=10 $(PYTEST_ARGS)
+
+# Pure logic only, no broker started.
+unit: $(VENV)/.installed
+	$(BIN)/pytest -m "not kafka" $(PYTEST_ARGS)
+
+bench-envelope: $(VENV)/.installed
+	$(BIN)/python bench/envelope_codec.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache

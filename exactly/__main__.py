@@ -1,0 +1,3 @@
+from exactly.main import main
+
+main()

@@ -1,0 +1,145 @@
+"""`exactly kafka ...`: local KRaft clusters for people trying kafka-exactly by hand.
+
+The clusters live under one state directory (LOCALKAFKA_STATE_DIR, default
+~/.local/state/kafka-exactly/clusters), so `down` finds what `up` started, from any shell.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import click
+
+from localkafka import (
+    DEFAULT_NAMES,
+    ClusterRegistry,
+    LocalCluster,
+    LocalKafkaError,
+    ensure_kafka,
+    start_all,
+)
+
+_EXPORTS = {
+    "source": "KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS",
+    "target": "KAFKA_CLUSTERS_DESTINATION_BOOTSTRAP_SERVERS",
+}
+
+
+@click.group()
+def kafka() -> None:
+    """Local Apache Kafka clusters (KRaft, one broker each) from the official jars."""
+
+
+@kafka.command()
+def install() -> None:
+    """Resolve the Kafka jars with Maven into the cache (done once; `up` does it too)."""
+    with _errors_to_exit():
+        distribution = ensure_kafka()
+    click.echo(f"Apache Kafka {distribution.version}: {distribution.libs_dir}")
+
+
+@kafka.command()
+@click.argument("names", nargs=-1)
+def up(names: tuple[str, ...]) -> None:
+    """Create (first time) and start clusters; default: source and target."""
+    registry = ClusterRegistry()
+    started = time.monotonic()
+    with _errors_to_exit():
+        clusters = [registry.get_or_create(name) for name in names or DEFAULT_NAMES]
+        start_all(clusters)
+    for cluster in clusters:
+        _print_status(cluster)
+    click.echo(f"ready in {time.monotonic() - started:.1f} s; state in {registry.state_dir}")
+    _print_exports(clusters)
+
+
+@kafka.command()
+@click.argument("names", nargs=-1)
+@click.option("--purge", is_flag=True, help="Also delete the clusters' data and logs.")
+def down(names: tuple[str, ...], purge: bool) -> None:
+    """Stop clusters (SIGTERM, then SIGKILL); default: every cluster in the state directory."""
+    registry = ClusterRegistry()
+    with _errors_to_exit():
+        for cluster in [registry.get(name) for name in names or registry.names()]:
+            was_running = cluster.is_running()
+            if purge:
+                cluster.destroy()
+            else:
+                cluster.stop()
+            state = "stopped" if was_running else "was not running"
+            click.echo(f"{cluster.name}: {state}{', data deleted' if purge else ''}")
+
+
+@kafka.command()
+@click.argument("names", nargs=-1)
+def status(names: tuple[str, ...]) -> None:
+    """Show clusters: running or not, bootstrap servers, cluster id, data and log paths.
+
+    Exit status 0 when every named (or known) cluster is running, 1 otherwise.
+    """
+    registry = ClusterRegistry()
+    with _errors_to_exit():
+        clusters = [registry.get(name) for name in names or registry.names()]
+    if not clusters:
+        click.echo(f"no clusters in {registry.state_dir}; start some with `exactly kafka up`")
+        sys.exit(1)
+    for cluster in clusters:
+        _print_status(cluster)
+    if all(cluster.is_running() for cluster in clusters):
+        _print_exports(clusters)
+    else:
+        sys.exit(1)
+
+
+@kafka.command()
+@click.argument("name")
+def kill(name: str) -> None:
+    """SIGKILL a cluster's broker, as a crash would (its data stays, its controller runs on)."""
+    with _errors_to_exit():
+        cluster = ClusterRegistry().get(name)
+        cluster.kill()
+    click.echo(f"{name}: killed")
+
+
+@kafka.command()
+@click.argument("name")
+def restart(name: str) -> None:
+    """Start a cluster's broker again on the same data (after kill, or stopping it first)."""
+    with _errors_to_exit():
+        cluster = ClusterRegistry().get(name)
+        cluster.restart()
+    _print_status(cluster)
+
+
+def _print_status(cluster: LocalCluster) -> None:
+    broker, controller = cluster.broker.pid, cluster.controller.pid
+    if broker and controller:
+        state = f"running (broker pid {broker}, controller pid {controller})"
+    elif broker or controller:
+        running = "broker" if broker else "controller"
+        state = f"degraded (only the {running} runs, pid {broker or controller})"
+    else:
+        state = "stopped"
+    click.echo(
+        f"{cluster.name}: {state} bootstrap={cluster.bootstrap_servers} "
+        f"cluster_id={cluster.cluster_id} dir={cluster.directory} log={cluster.log_path}"
+    )
+
+
+def _print_exports(clusters: list[LocalCluster]) -> None:
+    for cluster in clusters:
+        if cluster.name in _EXPORTS:
+            click.echo(f"export {_EXPORTS[cluster.name]}={cluster.bootstrap_servers}")
+
+
+@contextmanager
+def _errors_to_exit() -> Iterator[None]:
+    """Turn a LocalKafkaError into one message on stderr and exit status 1, no traceback."""
+    try:
+        yield
+    except LocalKafkaError as exc:
+        click.echo(f"exactly kafka: {exc}", err=True)
+        sys.exit(1)

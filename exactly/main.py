@@ -1,0 +1,22 @@
+"""Entry point of the `exactly` command."""
+
+from __future__ import annotations
+
+import click
+
+from exactly.config_command import config
+from exactly.kafka_command import kafka
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="kafka-exactly")
+def cli() -> None:
+    """kafka-exactly: exactly-once replication of Kafka topics between clusters."""
+
+
+cli.add_command(kafka)
+cli.add_command(config)
+
+
+def main() -> None:
+    cli(prog_name="exactly")

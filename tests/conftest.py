@@ -1,0 +1,94 @@
+"""Session-wide fixtures: two real Kafka clusters (source, target) and unique names per test."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from tests.backends import KafkaBackend, choose_backend, stop_all, timed_start
+
+_CLUSTER_FIXTURES = {"source_cluster", "target_cluster", "kafka_clusters"}
+_session_notes: list[str] = []
+
+
+@pytest.fixture(scope="session")
+def kafka_clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, KafkaBackend]]:
+    kind = choose_backend()
+    # Under pytest's base temp: the last runs' broker data and logs are kept for post-mortems.
+    base_dir = tmp_path_factory.mktemp("kafka", numbered=False)
+    backends, seconds = timed_start(kind, base_dir)
+    _session_notes.append(f"kafka backend: {kind}; both clusters ready in {seconds:.1f} s")
+    for backend in backends.values():
+        _session_notes.append(
+            f"  {backend.name}: bootstrap={backend.bootstrap_servers} "
+            f"cluster_id={backend.cluster_id}"
+        )
+    if kind == "localkafka":
+        _session_notes.append(f"  broker data and logs: {base_dir}")
+    try:
+        yield backends
+    finally:
+        stop_all(backends)
+
+
+@pytest.fixture(scope="session")
+def source_cluster(kafka_clusters: dict[str, KafkaBackend]) -> KafkaBackend:
+    return kafka_clusters["source"]
+
+
+@pytest.fixture(scope="session")
+def target_cluster(kafka_clusters: dict[str, KafkaBackend]) -> KafkaBackend:
+    return kafka_clusters["target"]
+
+
+def _name_factory(request: pytest.FixtureRequest, kind: str) -> Callable[[str], str]:
+    # The test's own name makes a leftover topic traceable; the random suffix keeps reruns and
+    # several calls within one test apart on the shared session clusters.
+    test = re.sub(r"[^a-zA-Z0-9]+", "-", request.node.name).strip("-")[:80]
+
+    def make(label: str = kind) -> str:
+        return f"{label}.{test}.{uuid.uuid4().hex[:8]}"
+
+    return make
+
+
+@pytest.fixture
+def unique_topic(request: pytest.FixtureRequest) -> Callable[[str], str]:
+    return _name_factory(request, "topic")
+
+
+@pytest.fixture
+def unique_group(request: pytest.FixtureRequest) -> Callable[[str], str]:
+    return _name_factory(request, "group")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # `-m "not kafka"` runs the pure unit tests without starting any broker.
+    for item in items:
+        if _CLUSTER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.kafka)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+    report = yield
+    if report.failed and _CLUSTER_FIXTURES & set(getattr(item, "fixturenames", ())):
+        clusters = item.funcargs.get("kafka_clusters") or {}
+        for name in ("source_cluster", "target_cluster"):
+            backend = item.funcargs.get(name)
+            if backend is not None:
+                clusters = {**clusters, backend.name: backend}
+        for backend in clusters.values():
+            if backend.broker is not None:
+                report.sections.append((f"broker log: {backend.name}", backend.broker.log_tail(60)))
+    return report
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _session_notes:
+        terminalreporter.section("kafka clusters")
+        for line in _session_notes:
+            terminalreporter.write_line(line)
