@@ -151,13 +151,20 @@ class LocalCluster:
         passes False, as its clusters must outlive the command.
         """
         distribution = ensure_kafka(self.info.kafka_version)
+        controller_started_at = 0.0
         if not self.controller.is_running():
             self._require_free_port(self.info.controller_port)
             self.controller.launch(distribution, tie_to_parent=tie_to_parent)
+            controller_started_at = time.time()
         if not self.broker.is_running():
-            self._await_predecessor_fenced()
-            self._require_free_port(self.info.port)
-            self.broker.launch(distribution, tie_to_parent=tie_to_parent)
+            try:
+                self._await_predecessor_fenced(controller_started_at)
+                self._require_free_port(self.info.port)
+                self.broker.launch(distribution, tie_to_parent=tie_to_parent)
+            except BaseException:
+                if controller_started_at:
+                    self.controller.stop(STOP_TIMEOUT_S)
+                raise
 
     def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> None:
         """Wait until metadata answers and transactions commit; kill the JVMs if it never does."""
@@ -181,9 +188,7 @@ class LocalCluster:
 
     def kill(self) -> None:
         """SIGKILL the broker, as a crash would; the controller lives on and fences it."""
-        if self.broker.is_running():
-            self.broker.kill()
-            self._killed_marker.write_text(f"{time.time()}\n")
+        self.broker.kill()
 
     def abort(self) -> None:
         """SIGKILL both JVMs: the clean-up after a start that failed or was interrupted."""
@@ -207,20 +212,17 @@ class LocalCluster:
 
     # -- internals ------------------------------------------------------------------------------
 
-    @property
-    def _killed_marker(self) -> Path:
-        return self.broker.directory / "killed_at"
-
-    def _await_predecessor_fenced(self) -> None:
-        # A broker that was SIGKILLed stays registered with the controller until its session
-        # expires; a successor started before that serves partitions on stale leadership and
-        # can strand transactions (module docstring). Wait out the session.
-        try:
-            killed_at = float(self._killed_marker.read_text())
-        except (FileNotFoundError, ValueError):
+    def _await_predecessor_fenced(self, controller_started_at: float) -> None:
+        # A broker that died uncleanly stays registered with the controller until its session
+        # expires, counted from its death or from the controller's own (re)start, whichever is
+        # later. A successor started before that serves partitions on stale leadership and can
+        # strand transactions (module docstring): wait the session out.
+        ended_at = self.broker.ended_uncleanly_at()
+        if ended_at is None:
             return
-        time.sleep(max(0.0, killed_at + _FENCE_WAIT_S - time.time()))
-        self._killed_marker.unlink(missing_ok=True)
+        fenced_at = max(ended_at, controller_started_at) + _FENCE_WAIT_S
+        time.sleep(max(0.0, fenced_at - time.time()))
+        self.broker.forget_unclean_end()
 
     def _require_free_port(self, port: int) -> None:
         if not _port_is_free(port):

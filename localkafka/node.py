@@ -134,7 +134,9 @@ class KafkaNode:
         os.kill(pid, signal.SIGTERM)
         if not self._await_exit(pid, timeout_s):
             self.kill()
+            return
         self._forget(pid)
+        self._killed_marker.unlink(missing_ok=True)
 
     def kill(self) -> None:
         """SIGKILL, as a crash would, and wait until the process is gone."""
@@ -145,7 +147,23 @@ class KafkaNode:
             os.kill(pid, signal.SIGKILL)
         if not self._await_exit(pid, _KILL_WAIT_S):
             raise ClusterStateError(f"the {self.role} (pid {pid}) survived SIGKILL")
+        self._killed_marker.write_text(f"{time.time()}\n")
         self._forget(pid)
+
+    def ended_uncleanly_at(self) -> float | None:
+        """When the last run ended without a clean shutdown (SIGKILL, crash), or None.
+
+        A pid file whose process is gone means it died on its own at an unknown time: now is
+        the safe answer.
+        """
+        try:
+            return float(self._killed_marker.read_text())
+        except (FileNotFoundError, ValueError):
+            pass
+        return time.time() if (self.directory / "pid").is_file() and not self.pid else None
+
+    def forget_unclean_end(self) -> None:
+        self._killed_marker.unlink(missing_ok=True)
 
     def log_tail(self, lines: int = 40) -> str:
         try:
@@ -154,6 +172,10 @@ class KafkaNode:
             return f"(no {self.role} log at {self.log_path})"
         tail = "\n".join(text.splitlines()[-lines:])
         return f"--- last {lines} lines of {self.log_path} ---\n{tail}"
+
+    @property
+    def _killed_marker(self) -> Path:
+        return self.directory / "killed_at"
 
     def _logging_options(self) -> list[str]:
         return [f"-Dlog4j2.configurationFile={self.directory / 'log4j2.properties'}"]
