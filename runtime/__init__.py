@@ -9,25 +9,36 @@ from runtime.errors import (
     KafkaClientError,
     RetriableKafkaError,
 )
+from runtime.http import Health, HttpServer, HttpServerError, serve_http
 from runtime.kafka_errors import ErrorClass, classify, to_client_error, translate_kafka_errors
+from runtime.logs import EventLogger, configure_logging, get_logger
 from runtime.properties import is_secret_property
 from runtime.settings import ClusterSettings, Settings, load_settings, render_config
+from runtime.shutdown import GracefulShutdown
 
 __all__ = [
     "AbortableKafkaError",
     "ClusterSettings",
     "ConfigError",
     "ErrorClass",
+    "EventLogger",
     "ExactlyError",
     "FatalKafkaError",
     "FencedError",
+    "GracefulShutdown",
+    "Health",
+    "HttpServer",
+    "HttpServerError",
     "KafkaClientError",
     "RetriableKafkaError",
     "Settings",
     "classify",
+    "configure_logging",
+    "get_logger",
     "is_secret_property",
     "load_settings",
     "render_config",
+    "serve_http",
     "to_client_error",
     "translate_kafka_errors",
 ]

@@ -125,6 +125,65 @@ class Settings(BaseSettings):
         alias="REPLICATION_FLOW",
         description="Names the flow; staging, changelog and transactional ids derive from it.",
     )
+    instance_id: Annotated[str, AfterValidator(check_flow_name)] | None = Field(
+        None,
+        alias="REPLICATION_INSTANCE_ID",
+        description="A stable name for this instance (e.g. the pod name of a StatefulSet): "
+        "static group membership, so a restarted instance takes its partitions back at once "
+        "instead of after the group's session timeout. Unique per instance of a flow.",
+    )
+    staging_topic: TopicName | None = Field(
+        None,
+        alias="REPLICATION_STAGING_TOPIC",
+        description="The staging topic on the target (default: __exactly.<flow>.staging).",
+    )
+    staging_partitions: int = Field(
+        12,
+        ge=1,
+        le=10000,
+        alias="REPLICATION_STAGING_PARTITIONS",
+        description="Partitions (lanes) of the staging topic when stage 1 creates it; recorded "
+        "then, and a staging topic that no longer has them stops start-up.",
+    )
+    staging_retention_ms: int = Field(
+        7 * 24 * 3600 * 1000,
+        ge=3600 * 1000,
+        alias="REPLICATION_STAGING_RETENTION_MS",
+        description="retention.ms of the staging topic when created: longer than the worst "
+        "stage-2 outage.",
+    )
+    envelope_max_records: int = Field(
+        500,
+        ge=1,
+        le=100000,
+        alias="REPLICATION_ENVELOPE_MAX_RECORDS",
+        description="At most this many source records per envelope.",
+    )
+    envelope_max_bytes: int = Field(
+        1024 * 1024,
+        ge=1024,
+        alias="REPLICATION_ENVELOPE_MAX_BYTES",
+        description="Envelope size budget; a single larger record travels alone.",
+    )
+    start_from: Literal["earliest", "latest"] = Field(
+        "earliest",
+        alias="REPLICATION_START_FROM",
+        description="Where stage 1 starts in a source partition it has never committed: "
+        "earliest (all history) or latest. Logged for every such partition.",
+    )
+    on_data_loss: Literal["stop", "earliest"] = Field(
+        "stop",
+        alias="REPLICATION_ON_DATA_LOSS",
+        description="When a source partition's committed offset fell behind its retention: stop "
+        "that partition (default) or go on from the earliest record left. Both are logged "
+        "and counted with the number of records lost.",
+    )
+    stall_timeout_ms: int = Field(
+        30000,
+        ge=1000,
+        alias="REPLICATION_STALL_TIMEOUT_MS",
+        description="An envelope unacknowledged for this long ends the stage-1 session.",
+    )
     groups_include: Patterns = Field(
         (),
         alias="OFFSETSYNC_GROUPS_INCLUDE",
@@ -200,6 +259,10 @@ class Settings(BaseSettings):
         if source_topic.startswith("__"):
             return None
         return source_topic if matches_any(self.topics_include, source_topic) else None
+
+    @property
+    def staging_topic_name(self) -> str:
+        return self.staging_topic or f"__exactly.{self.flow}.staging"
 
     def syncs_group(self, group_id: str) -> bool:
         """Whether offset sync translates ``group_id``'s offsets (exclude wins; none by default)."""
