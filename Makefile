@@ -11,7 +11,8 @@ PYTEST_ARGS ?=
 
 install: $(VENV)/.installed kafka-jars spark-connector
 
-$(VENV)/.installed: pyproject.toml
+# New top-level packages need a reinstall: the editable install maps the packages it saw.
+$(VENV)/.installed: pyproject.toml $(wildcard */__init__.py)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'

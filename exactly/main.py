@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from exactly.config_command import config
@@ -12,6 +14,14 @@ from exactly.kafka_command import kafka
 @click.version_option(package_name="kafka-exactly")
 def cli() -> None:
     """kafka-exactly: exactly-once replication of Kafka topics between clusters."""
+
+
+@cli.command(context_settings={"ignore_unknown_options": True})
+def replicator() -> None:
+    """Stage 1: source topics into staging envelopes (configured by the environment)."""
+    from replicator.app import run  # imported only when the role runs: `exactly kafka` stays quick
+
+    sys.exit(run())
 
 
 cli.add_command(kafka)

@@ -1,0 +1,3 @@
+from replicator.app import main
+
+main()

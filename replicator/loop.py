@@ -1,0 +1,511 @@
+"""The stage-1 loop: consume the source in batches, wrap runs of records in envelopes, produce
+them to each source partition's lane in staging, commit the acknowledged prefix.
+
+A *session* is the life of one idempotent, gapless producer. Within a session the envelopes of
+a source partition chain through `prev_offset` with no gap (invariant 2). ANY delivery error or
+a stall ends the session: the producer is dropped, every lane rewinds to its commit point and
+the next session starts with an empty `prev_offset`. Nothing is retried record by record.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    OFFSET_END,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient
+
+from envelope import Envelope, SourceRecord, encode
+from replicator.batching import cut_runs
+from replicator.lanes import InFlight, Lane, lane_of
+from replicator.metrics import ReplicatorMetrics
+from replicator.topics import (
+    SourceTopic,
+    StagingTopic,
+    describe_source_topics,
+    ensure_destination,
+)
+from runtime import ErrorClass, Settings, classify
+
+log = logging.getLogger(__name__)
+_LIBRDKAFKA_LOG = logging.getLogger("librdkafka")
+
+CONSUME_BATCH = 2000
+CONSUME_TIMEOUT_S = 0.2
+COMMIT_INTERVAL_S = 1.0
+DISCOVERY_INTERVAL_S = 5.0  # a new matching topic is picked up within 10 s (issue 4)
+WATCHDOG_INTERVAL_S = 1.0
+REBALANCE_FLUSH_S = 10.0  # bounded: a rebalance callback must never hang the group
+DRAIN_FLUSH_S = 30.0
+# What a produce request adds around one envelope (record batch and request headers).
+PRODUCE_OVERHEAD = 1024
+
+
+class Replicator:
+    def __init__(
+        self,
+        settings: Settings,
+        staging: StagingTopic,
+        metrics: ReplicatorMetrics,
+        should_stop: Callable[[], bool],
+    ) -> None:
+        self.settings = settings
+        self.staging = staging
+        self.metrics = metrics
+        self._should_stop = should_stop
+        self._source_admin = AdminClient(settings.source.client_config())
+        self._target_admin = AdminClient(settings.destination.client_config())
+        self.source_cluster_id = str(self._source_admin.list_topics(timeout=30).cluster_id)
+        self.topics: dict[str, SourceTopic] = {}
+        self.lanes: dict[tuple[str, int], Lane] = {}
+        self._session = 0
+        self._session_error: str | None = None
+        self._max_envelope = staging.max_message_bytes - PRODUCE_OVERHEAD
+        self._budget = min(settings.envelope_max_bytes, self._max_envelope)
+        self.consumer = Consumer(self._consumer_config())
+        self.producer = self._new_producer()
+        self._subscribed: list[str] = []
+
+    # -- configuration ------------------------------------------------------------------------
+
+    def _consumer_config(self) -> dict:
+        return {
+            **self.settings.source.client_config(),
+            "group.id": f"exactly.{self.settings.flow}.replicator",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            # Aborted source records never reach staging.
+            "isolation.level": "read_committed",
+            # Invariant 3 / "say it, don't skip it": a committed offset that fell behind
+            # retention surfaces as an error we handle by policy, never as a silent reset.
+            # Partitions never committed start where REPLICATION_START_FROM says (on_assign).
+            "auto.offset.reset": "error",
+            "partition.assignment.strategy": "cooperative-sticky",
+            "error_cb": self._on_client_error,
+            "logger": _LIBRDKAFKA_LOG,
+            **static_membership(self.settings),
+        }
+
+    def _new_producer(self) -> Producer:
+        return Producer(
+            {
+                **self.settings.destination.client_config(),
+                # Invariant 2: an idempotent producer that treats any gap as fatal, and never
+                # gives up on a message by itself (the stall watchdog decides instead).
+                "enable.idempotence": True,
+                "enable.gapless.guarantee": True,
+                "acks": "all",
+                "message.timeout.ms": 0,
+                "max.in.flight.requests.per.connection": 5,
+                "linger.ms": 5,
+                "compression.type": "lz4",
+                "message.max.bytes": self.staging.max_message_bytes,
+                "error_cb": self._on_client_error,
+                "logger": _LIBRDKAFKA_LOG,
+            }
+        )
+
+    # -- the loop -----------------------------------------------------------------------------
+
+    def run(self) -> None:
+        self._discover()
+        next_discovery = time.monotonic() + DISCOVERY_INTERVAL_S
+        next_commit = next_watchdog = time.monotonic()
+        while not self._should_stop():
+            messages = self.consumer.consume(CONSUME_BATCH, CONSUME_TIMEOUT_S)
+            if messages:
+                self._replicate(messages)
+            self.producer.poll(0)
+            if self._session_error is not None:
+                self._restart_session()
+                continue
+            now = time.monotonic()
+            if now >= next_watchdog:
+                self._watch_for_stall(now)
+                next_watchdog = now + WATCHDOG_INTERVAL_S
+            if now >= next_commit:
+                self._commit(asynchronous=True)
+                next_commit = now + COMMIT_INTERVAL_S
+            if now >= next_discovery:
+                self._discover()
+                next_discovery = now + DISCOVERY_INTERVAL_S
+        self._drain()
+
+    def _replicate(self, messages: list[Message]) -> None:
+        runs: dict[tuple[str, int], list[SourceRecord]] = {}
+        for message in messages:
+            error = message.error()
+            if error is not None:
+                self._on_message_error(message, error)
+                continue
+            key = (message.topic(), message.partition())
+            lane = self.lanes.get(key)
+            if lane is None or lane.stopped:
+                # Revoked or stopped meanwhile: its commit point does not move, so nothing of
+                # it is lost; whoever owns it next reads it again.
+                continue
+            timestamp_type, timestamp = message.timestamp()
+            runs.setdefault(key, []).append(
+                SourceRecord(
+                    message.offset(),
+                    timestamp,
+                    timestamp_type,
+                    message.key(),
+                    message.value(),
+                    tuple(message.headers() or ()),
+                )
+            )
+        for key, records in runs.items():
+            lane = self.lanes[key]
+            for run, size in cut_runs(records, self.settings.envelope_max_records, self._budget):
+                if lane.stopped or self._session_error is not None:
+                    break
+                self._send(lane, run)
+                self.metrics.records.labels(lane.topic).inc(len(run))
+                self.metrics.bytes.labels(lane.topic).inc(size)
+
+    def _send(self, lane: Lane, run: list[SourceRecord]) -> None:
+        data = encode(
+            Envelope(
+                self.source_cluster_id,
+                lane.topic,
+                lane.topic_id,
+                lane.partition,
+                lane.prev_offset,
+                tuple(run),
+            )
+        )
+        if len(data) > self._max_envelope:
+            if len(run) == 1:
+                self._stop(
+                    lane,
+                    "record_too_large",
+                    f"source record of {len(data)} bytes (in its envelope) does not fit staging "
+                    f"{self.staging.name} (max.message.bytes {self.staging.max_message_bytes})",
+                    offset=run[0].offset,
+                )
+                return
+            # The size estimate was short (many small headers): halve and send in order.
+            half = len(run) // 2
+            self._send(lane, run[:half])
+            if not lane.stopped:
+                self._send(lane, run[half:])
+            return
+        flight = lane.sent(run[-1].offset, time.monotonic())
+        session = self._session
+
+        def delivered(error: KafkaError | None, _message: Message) -> None:
+            self._delivered(error, lane, flight, session)
+
+        while True:
+            try:
+                self.producer.produce(
+                    self.staging.name,
+                    value=data,
+                    partition=lane.staging_partition,
+                    on_delivery=delivered,
+                )
+                break
+            except BufferError:
+                # The local queue is full: serve acknowledgements and try again.
+                self.producer.poll(0.1)
+        self.metrics.envelopes.inc()
+
+    def _delivered(
+        self, error: KafkaError | None, lane: Lane, flight: InFlight, session: int
+    ) -> None:
+        if session != self._session:
+            return  # a dropped producer's late report: its lanes have rewound already
+        if error is not None:
+            # Invariant 2: ANY delivery error ends the session, never a retry of one envelope.
+            if self._session_error is None:
+                self._session_error = f"delivery_error:{error.name()}"
+                log.warning(
+                    "envelope delivery failed topic=%s partition=%d last_offset=%d error=%s",
+                    lane.topic,
+                    lane.partition,
+                    flight.last_offset,
+                    error.str(),
+                )
+            return
+        lane.acknowledged(flight)
+
+    # -- sessions -----------------------------------------------------------------------------
+
+    def _restart_session(self) -> None:
+        reason = self._session_error or "unknown"
+        self.metrics.session_restarts.labels(reason.split(":")[0]).inc()
+        old = self.producer
+        self._session += 1  # from here on, the old producer's reports are ignored
+        old.purge()
+        old.poll(0)
+        # Invariant 3: what was acknowledged before the error is safe to commit.
+        self._commit(asynchronous=False)
+        for lane in self.lanes.values():
+            lane.new_session()
+            if not lane.stopped:
+                self.consumer.seek(TopicPartition(lane.topic, lane.partition, lane.committable))
+        self.producer = self._new_producer()
+        self._session_error = None
+        log.warning("stage-1 session restarted reason=%s session=%d", reason, self._session)
+
+    def _watch_for_stall(self, now: float) -> None:
+        oldest = min(
+            (t for lane in self.lanes.values() if (t := lane.oldest_unacked_at()) is not None),
+            default=None,
+        )
+        if oldest is not None and now - oldest > self.settings.stall_timeout_ms / 1000:
+            self._session_error = "stall"
+            log.warning(
+                "no acknowledgement from staging for %.1f s: ending the session", now - oldest
+            )
+
+    def _on_client_error(self, error: KafkaError) -> None:
+        if error.fatal():
+            # A gapless idempotent producer turns a gap into a fatal error: end the session.
+            self._session_error = f"fatal:{error.name()}"
+        log.warning(
+            "kafka client error code=%s fatal=%s error=%s", error.name(), error.fatal(), error.str()
+        )
+
+    # -- commits ------------------------------------------------------------------------------
+
+    def _commit(self, *, asynchronous: bool, lanes: list[Lane] | None = None) -> None:
+        offsets = [
+            # The topic id travels with the commit: a recreated topic is noticed on assign.
+            TopicPartition(
+                lane.topic, lane.partition, lane.committable, metadata=lane.topic_id.hex()
+            )
+            for lane in (self.lanes.values() if lanes is None else lanes)
+            if lane.committable >= 0 and lane.committable > lane.committed
+        ]
+        if not offsets:
+            return
+        try:
+            self.consumer.commit(offsets=offsets, asynchronous=asynchronous)
+        except KafkaException as exc:
+            log.warning("commit failed error=%s", exc.args[0].str())
+            return
+        for tp in offsets:
+            lane = self.lanes.get((tp.topic, tp.partition))
+            if lane is not None:
+                lane.committed = max(lane.committed, tp.offset)
+
+    # -- partitions ---------------------------------------------------------------------------
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        committed = consumer.committed(partitions, timeout=REBALANCE_FLUSH_S)
+        missing = {tp.topic for tp in committed if tp.topic not in self.topics}
+        if missing:
+            self.topics.update(describe_source_topics(self._source_admin, self.settings))
+        assign, to_pause = [], []
+        for tp in committed:
+            topic = self.topics.get(tp.topic)
+            if topic is None:
+                log.warning(
+                    "assigned a topic that is gone topic=%s partition=%d", tp.topic, tp.partition
+                )
+                continue
+            if tp.offset >= 0:
+                start = tp.offset
+            else:
+                start = OFFSET_BEGINNING if self.settings.start_from == "earliest" else OFFSET_END
+                log.info(
+                    "no committed offset: starting from %s topic=%s partition=%d",
+                    self.settings.start_from,
+                    tp.topic,
+                    tp.partition,
+                )
+            lane = Lane(
+                topic=tp.topic,
+                partition=tp.partition,
+                staging_partition=lane_of(tp.topic, tp.partition, self.staging.partitions),
+                topic_id=topic.topic_id,
+                committable=start,
+                committed=tp.offset,
+            )
+            self.lanes[(tp.topic, tp.partition)] = lane
+            assign.append(TopicPartition(tp.topic, tp.partition, start))
+            if tp.offset >= 0 and tp.metadata and tp.metadata != topic.topic_id.hex():
+                to_pause.append((lane, tp.metadata))
+        consumer.incremental_assign(assign)
+        for lane, committed_for in to_pause:
+            self._stop(
+                lane,
+                "topic_recreated",
+                "the source topic was deleted and recreated since stage 1 committed "
+                f"(committed for topic id {committed_for}, now {lane.topic_id.hex()})",
+                offset=lane.committed,
+            )
+        self.metrics.assigned_partitions.set(len(self.lanes))
+        log.info("partitions assigned count=%d total=%d", len(assign), len(self.lanes))
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        revoked = [
+            self.lanes[k] for tp in partitions if (k := (tp.topic, tp.partition)) in self.lanes
+        ]
+        # End the sessions of revoked partitions cleanly: let their envelopes be acknowledged,
+        # commit that prefix, and the next owner starts exactly after it.
+        remaining = self.producer.flush(REBALANCE_FLUSH_S)
+        if remaining:
+            log.warning(
+                "rebalance: %d envelopes still unacknowledged; the next owner re-reads them",
+                remaining,
+            )
+        self._commit(asynchronous=False, lanes=revoked)
+        for lane in revoked:
+            del self.lanes[(lane.topic, lane.partition)]
+            self._forget_metrics(lane)
+        consumer.incremental_unassign(partitions)
+        self.metrics.assigned_partitions.set(len(self.lanes))
+        log.info("partitions revoked count=%d total=%d", len(revoked), len(self.lanes))
+
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        # The group moved on without us: committing is no longer ours to do.
+        for tp in partitions:
+            lane = self.lanes.pop((tp.topic, tp.partition), None)
+            if lane is not None:
+                self._forget_metrics(lane)
+        consumer.incremental_unassign(partitions)
+        log.warning("partitions lost count=%d", len(partitions))
+
+    def _stop(self, lane: Lane, reason: str, detail: str, *, offset: int) -> None:
+        """Invariant 7: stop one source partition by policy, and say so."""
+        lane.stopped = reason
+        self.consumer.pause([TopicPartition(lane.topic, lane.partition)])
+        self.metrics.partitions_stopped.labels(lane.topic, str(lane.partition), reason).set(1)
+        log.error(
+            "source partition stopped reason=%s topic=%s partition=%d offset=%d detail=%r",
+            reason,
+            lane.topic,
+            lane.partition,
+            offset,
+            detail,
+        )
+
+    def _forget_metrics(self, lane: Lane) -> None:
+        if lane.stopped:
+            self.metrics.partitions_stopped.remove(lane.topic, str(lane.partition), lane.stopped)
+
+    def _on_message_error(self, message: Message, error: KafkaError) -> None:
+        if error.code() == KafkaError._AUTO_OFFSET_RESET and message.topic() is not None:
+            self._on_data_loss(message.topic(), message.partition(), error)
+            return
+        if classify(error) is ErrorClass.FATAL:
+            raise KafkaException(error)
+        log.warning(
+            "consume error topic=%s partition=%s error=%s",
+            message.topic(),
+            message.partition(),
+            error.str(),
+        )
+
+    def _on_data_loss(self, topic: str, partition: int, error: KafkaError) -> None:
+        lane = self.lanes.get((topic, partition))
+        if lane is None:
+            return
+        low, _high = self.consumer.get_watermark_offsets(
+            TopicPartition(topic, partition), timeout=10
+        )
+        lost = max(0, low - lane.committable) if lane.committable >= 0 else 0
+        self.metrics.records_lost.labels(topic, str(partition)).inc(lost)
+        detail = (
+            f"committed offset {lane.committable} fell behind source retention "
+            f"(log start {low}): {lost} records were deleted before stage 1 read them"
+        )
+        if self.settings.on_data_loss == "stop":
+            self._stop(lane, "data_loss", detail, offset=lane.committable)
+            return
+        log.error(
+            "records lost to source retention; going on from the earliest left topic=%s "
+            "partition=%d offset=%d lost=%d",
+            topic,
+            partition,
+            lane.committable,
+            lost,
+        )
+        lane.committable = low
+        self.consumer.seek(TopicPartition(topic, partition, low))
+
+    # -- topics -------------------------------------------------------------------------------
+
+    def _discover(self) -> None:
+        try:
+            found = describe_source_topics(self._source_admin, self.settings)
+        except KafkaException as exc:
+            log.warning("topic discovery failed error=%s", exc.args[0].str())
+            return
+        for name, topic in found.items():
+            known = self.topics.get(name)
+            if known is None or known.partitions != topic.partitions:
+                ensure_destination(self._target_admin, topic)
+            if known is not None and known.topic_id != topic.topic_id:
+                for lane in self.lanes.values():
+                    if lane.topic == name and not lane.stopped:
+                        self._stop(
+                            lane,
+                            "topic_recreated",
+                            f"source topic id changed {known.topic_id.hex()} -> "
+                            f"{topic.topic_id.hex()}: deleted and recreated",
+                            offset=lane.committable,
+                        )
+        self.topics = found
+        names = sorted(found)
+        if names != self._subscribed:
+            if names:
+                self.consumer.subscribe(
+                    names,
+                    on_assign=self._on_assign,
+                    on_revoke=self._on_revoke,
+                    on_lost=self._on_lost,
+                )
+                log.info("subscribed topics=%s", ",".join(names))
+            else:
+                self.consumer.unsubscribe()
+                log.warning("no source topic matches the configured topics; waiting")
+            self._subscribed = names
+        self._update_lag()
+
+    def _update_lag(self) -> None:
+        for lane in self.lanes.values():
+            try:
+                _low, high = self.consumer.get_watermark_offsets(
+                    TopicPartition(lane.topic, lane.partition), cached=True
+                )
+            except KafkaException:
+                continue
+            if high >= 0 and lane.committable >= 0:
+                self.metrics.lag.labels(lane.topic, str(lane.partition)).set(
+                    high - lane.committable
+                )
+
+    # -- shutdown -----------------------------------------------------------------------------
+
+    def _drain(self) -> None:
+        """SIGTERM: stop fetching, wait for acknowledgements, commit them, leave the group."""
+        log.info("draining lanes=%d", len(self.lanes))
+        remaining = self.producer.flush(DRAIN_FLUSH_S)
+        self.producer.poll(0)
+        if remaining:
+            log.warning("drain: %d envelopes unacknowledged; they will be read again", remaining)
+        self._commit(asynchronous=False)
+        self.consumer.close()
+        log.info("drained")
+
+
+def static_membership(settings: Settings) -> dict[str, str]:
+    """group.instance.id when REPLICATION_INSTANCE_ID is set: a restarted instance takes its
+    partitions back at once instead of waiting for the group's session timeout."""
+    if settings.instance_id is None:
+        return {}
+    return {"group.instance.id": f"exactly.{settings.flow}.replicator.{settings.instance_id}"}

@@ -1,0 +1,55 @@
+"""Stage 1's Prometheus metrics, in a registry of its own (one per process)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+
+class ReplicatorMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.records = Counter(
+            "exactly_replicator_records",
+            "Source records written into staging envelopes.",
+            ["topic"],
+            registry=r,
+        )
+        self.bytes = Counter(
+            "exactly_replicator_bytes",
+            "Key, value and header bytes of those records.",
+            ["topic"],
+            registry=r,
+        )
+        self.envelopes = Counter(
+            "exactly_replicator_envelopes", "Envelopes produced to staging.", registry=r
+        )
+        self.session_restarts = Counter(
+            "exactly_replicator_session_restarts",
+            "Stage-1 sessions ended and restarted (new producer, rewind), by reason.",
+            ["reason"],
+            registry=r,
+        )
+        self.lag = Gauge(
+            "exactly_replicator_lag_records",
+            "Source records not yet acknowledged in staging (high watermark - commit point).",
+            ["topic", "partition"],
+            registry=r,
+        )
+        self.partitions_stopped = Gauge(
+            "exactly_replicator_partitions_stopped",
+            "Source partitions stopped by policy (1 while stopped), by reason.",
+            ["topic", "partition", "reason"],
+            registry=r,
+        )
+        self.records_lost = Counter(
+            "exactly_replicator_records_lost",
+            "Source records deleted by retention before stage 1 read them.",
+            ["topic", "partition"],
+            registry=r,
+        )
+        self.assigned_partitions = Gauge(
+            "exactly_replicator_assigned_partitions",
+            "Source partitions this instance owns.",
+            registry=r,
+        )

@@ -1,0 +1,249 @@
+"""Topics stage 1 reads and creates: the matching source topics, the staging topic with its
+recorded lane mapping, and the destination topics stage 2 will write.
+
+Destination topics get the source's partition count (records keep their partition number) and
+the configs that decide what survives on the destination: retention and compaction first, or
+replicated history disappears (DESIGN.md §9: old timestamps vanish under a default retention).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicCollection,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
+
+from replicator.errors import StagingMismatchError, TopicSetupError
+from replicator.lanes import LANE_FUNCTION
+from runtime import Settings
+
+log = logging.getLogger(__name__)
+
+MIRRORED_CONFIGS = (
+    "cleanup.policy",
+    "retention.ms",
+    "retention.bytes",
+    "max.message.bytes",
+    "message.timestamp.type",
+    "min.compaction.lag.ms",
+)
+# Room for the largest source record plus its envelope; a larger record stops its partition.
+STAGING_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+_LANES_KEY = b"lanes"
+_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class SourceTopic:
+    name: str
+    destination: str
+    partitions: int
+    topic_id: bytes
+    configs: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class StagingTopic:
+    name: str
+    partitions: int
+    max_message_bytes: int
+
+
+def lanes_topic_name(settings: Settings) -> str:
+    return f"{settings.staging_topic_name}.lanes"
+
+
+def topic_id_bytes(uuid: object) -> bytes:
+    """Kafka's topic Uuid as the 16 raw bytes the envelope carries."""
+    most = uuid.get_most_significant_bits() & 0xFFFFFFFFFFFFFFFF  # type: ignore[attr-defined]
+    least = uuid.get_least_significant_bits() & 0xFFFFFFFFFFFFFFFF  # type: ignore[attr-defined]
+    return most.to_bytes(8, "big") + least.to_bytes(8, "big")
+
+
+def describe_source_topics(admin: AdminClient, settings: Settings) -> dict[str, SourceTopic]:
+    """Every source topic that the settings replicate, with partitions, id and configs."""
+    metadata = admin.list_topics(timeout=_TIMEOUT_S)
+    wanted = {
+        name: destination
+        for name in metadata.topics
+        if (destination := settings.destination_topic(name)) is not None
+    }
+    if not wanted:
+        return {}
+    descriptions = admin.describe_topics(TopicCollection(sorted(wanted)))
+    configs = admin.describe_configs(
+        [ConfigResource(ConfigResource.Type.TOPIC, name) for name in sorted(wanted)]
+    )
+    found = {}
+    for name, future in descriptions.items():
+        try:
+            description = future.result(timeout=_TIMEOUT_S)
+        except KafkaException as exc:
+            # Deleted between list and describe: it is simply not there this round.
+            log.warning("source topic vanished while described topic=%s error=%s", name, exc)
+            continue
+        config_future = next(f for r, f in configs.items() if r.name == name)
+        entries = config_future.result(timeout=_TIMEOUT_S)
+        found[name] = SourceTopic(
+            name=name,
+            destination=wanted[name],
+            partitions=len(description.partitions),
+            topic_id=topic_id_bytes(description.topic_id),
+            configs={k: entries[k].value for k in MIRRORED_CONFIGS if k in entries},
+        )
+    return found
+
+
+def ensure_destination(admin: AdminClient, topic: SourceTopic) -> None:
+    """Create the destination topic like its source, or grow it to the source's partitions."""
+    existing = admin.list_topics(topic.destination, timeout=_TIMEOUT_S).topics.get(
+        topic.destination
+    )
+    if existing is None or existing.error is not None:
+        new = NewTopic(
+            topic.destination,
+            num_partitions=topic.partitions,
+            replication_factor=-1,
+            config={k: v for k, v in topic.configs.items() if v is not None},
+        )
+        _create(admin, new)
+        log.info(
+            "destination topic created topic=%s partitions=%d source=%s",
+            topic.destination,
+            topic.partitions,
+            topic.name,
+        )
+        return
+    have = len(existing.partitions)
+    if have < topic.partitions:
+        _await(
+            admin.create_partitions([NewPartitions(topic.destination, topic.partitions)]),
+            f"grow destination topic {topic.destination} to {topic.partitions} partitions",
+        )
+        log.info(
+            "destination topic grown topic=%s partitions=%d->%d",
+            topic.destination,
+            have,
+            topic.partitions,
+        )
+    elif have > topic.partitions:
+        log.warning(
+            "destination has more partitions than its source topic=%s destination=%d source=%d",
+            topic.destination,
+            have,
+            topic.partitions,
+        )
+
+
+def ensure_staging(admin: AdminClient, settings: Settings) -> StagingTopic:
+    """Create the staging topic and record its lane mapping, or check it against the record.
+
+    Invariant 1 rests on this: a staging topic whose partition count changed would move
+    source partitions to other lanes, so start-up stops instead.
+    """
+    name = settings.staging_topic_name
+    lanes_topic = lanes_topic_name(settings)
+    metadata = admin.list_topics(timeout=_TIMEOUT_S)
+    if lanes_topic not in metadata.topics:
+        _create(admin, NewTopic(lanes_topic, 1, -1, config={"cleanup.policy": "compact"}))
+    recorded = _read_lanes_record(settings, lanes_topic)
+    staging = metadata.topics.get(name)
+    if staging is None:
+        partitions = recorded["partitions"] if recorded else settings.staging_partitions
+        _create(
+            admin,
+            NewTopic(
+                name,
+                partitions,
+                -1,
+                config={
+                    "cleanup.policy": "delete",
+                    "retention.ms": str(settings.staging_retention_ms),
+                    "max.message.bytes": str(STAGING_MAX_MESSAGE_BYTES),
+                },
+            ),
+        )
+        log.info("staging topic created topic=%s partitions=%d", name, partitions)
+    else:
+        partitions = len(staging.partitions)
+    if recorded is None:
+        _write_lanes_record(settings, lanes_topic, partitions)
+    elif recorded["partitions"] != partitions or recorded["function"] != LANE_FUNCTION:
+        raise StagingMismatchError(
+            f"staging topic {name} has {partitions} partitions but its lane mapping was recorded "
+            f"with {recorded['partitions']} ({recorded['function']}) in {lanes_topic}; "
+            "source partitions would change lanes: restore the partition count or use a new "
+            "REPLICATION_FLOW"
+        )
+    return StagingTopic(name, partitions, _max_message_bytes(admin, name))
+
+
+def _max_message_bytes(admin: AdminClient, topic: str) -> int:
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    entries = next(iter(admin.describe_configs([resource]).values())).result(timeout=_TIMEOUT_S)
+    return int(entries["max.message.bytes"].value)
+
+
+def _read_lanes_record(settings: Settings, lanes_topic: str) -> dict | None:
+    consumer = Consumer(
+        {
+            **settings.destination.client_config(),
+            "group.id": f"exactly.{settings.flow}.lanes-reader",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+        }
+    )
+    try:
+        _low, high = consumer.get_watermark_offsets(TopicPartition(lanes_topic, 0), _TIMEOUT_S)
+        if high == 0:
+            return None
+        consumer.assign([TopicPartition(lanes_topic, 0, 0)])
+        record = None
+        while True:
+            message = consumer.poll(_TIMEOUT_S)
+            if message is None:
+                raise TopicSetupError(f"could not read the lane mapping from {lanes_topic}")
+            if message.error():
+                raise TopicSetupError(f"reading {lanes_topic}: {message.error().str()}")
+            if message.key() == _LANES_KEY and message.value():
+                record = json.loads(message.value())
+            if message.offset() >= high - 1:
+                return record
+    finally:
+        consumer.close()
+
+
+def _write_lanes_record(settings: Settings, lanes_topic: str, partitions: int) -> None:
+    producer = Producer({**settings.destination.client_config(), "enable.idempotence": True})
+    value = json.dumps({"partitions": partitions, "function": LANE_FUNCTION}).encode()
+    producer.produce(lanes_topic, key=_LANES_KEY, value=value, partition=0)
+    if producer.flush(_TIMEOUT_S) != 0:
+        raise TopicSetupError(f"could not record the lane mapping in {lanes_topic}")
+    log.info("lane mapping recorded topic=%s partitions=%d", lanes_topic, partitions)
+
+
+def _create(admin: AdminClient, topic: NewTopic) -> None:
+    futures = admin.create_topics([topic])
+    try:
+        futures[topic.topic].result(timeout=_TIMEOUT_S)
+    except KafkaException as exc:
+        # Another instance of the flow may have created it a moment ago: that is success.
+        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise TopicSetupError(f"could not create topic {topic.topic}: {exc}") from exc
+
+
+def _await(futures: dict, what: str) -> None:
+    for future in futures.values():
+        try:
+            future.result(timeout=_TIMEOUT_S)
+        except KafkaException as exc:
+            raise TopicSetupError(f"could not {what}: {exc}") from exc
