@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import random
 import shutil
+import signal
 import socket
 import time
 import uuid
@@ -189,6 +190,14 @@ class LocalCluster:
     def kill(self) -> None:
         """SIGKILL the broker, as a crash would; the controller lives on and fences it."""
         self.broker.kill()
+
+    def pause(self) -> None:
+        """SIGSTOP the broker: alive but silent, as under a long GC pause or a network cut."""
+        self.broker.signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT the broker after `pause`."""
+        self.broker.signal(signal.SIGCONT)
 
     def abort(self) -> None:
         """SIGKILL both JVMs: the clean-up after a start that failed or was interrupted."""

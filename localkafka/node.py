@@ -150,6 +150,13 @@ class KafkaNode:
         self._killed_marker.write_text(f"{time.time()}\n")
         self._forget(pid)
 
+    def signal(self, signum: int) -> None:
+        """Send a signal to the running JVM (SIGSTOP/SIGCONT freeze and thaw it)."""
+        pid = self.pid
+        if pid is None:
+            raise ClusterStateError(f"the {self.role} is not running")
+        os.kill(pid, signum)
+
     def ended_uncleanly_at(self) -> float | None:
         """When the last run ended without a clean shutdown (SIGKILL, crash), or None.
 

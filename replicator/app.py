@@ -4,22 +4,27 @@ fatal error (the orchestrator restarts it)."""
 
 from __future__ import annotations
 
-import logging
 import sys
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from replicator.errors import ReplicatorError
+from replicator.flowrecords import FlowRecords
 from replicator.loop import Replicator
 from replicator.metrics import ReplicatorMetrics
 from replicator.topics import ensure_staging
 from runtime import (
     ConfigError,
+    GracefulShutdown,
+    Health,
+    configure_logging,
+    get_logger,
     load_settings,
+    serve_http,
 )
 
-log = logging.getLogger("replicator")
+log = get_logger("replicator")
 
 EXIT_FATAL = 1
 EXIT_CONFIG = 2
@@ -35,29 +40,27 @@ def run() -> int:
     except ConfigError as exc:
         print(f"exactly replicator: configuration error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
-    from runtime.http import Health, serve_http
-    from runtime.logs import configure_logging
-    from runtime.shutdown import GracefulShutdown
-
     configure_logging(settings.log_level, "replicator")
     metrics = ReplicatorMetrics()
     health = Health()
     server = serve_http(settings.metrics_port, registry=metrics.registry, health=health)
     try:
         with GracefulShutdown() as shutdown:
-            staging = ensure_staging(AdminClient(settings.destination.client_config()), settings)
-            replicator = Replicator(settings, staging, metrics, lambda: shutdown.requested)
+            records = FlowRecords(settings)
+            admin = AdminClient(settings.destination.client_config())
+            staging = ensure_staging(admin, settings, records)
+            replicator = Replicator(settings, staging, records, metrics, lambda: shutdown.requested)
             health.set_ready(True)
             log.info(
-                "replicator started flow=%s staging=%s lanes=%d",
-                settings.flow,
-                staging.name,
-                staging.partitions,
+                "replicator started",
+                flow=settings.flow,
+                staging=staging.name,
+                lanes=staging.partitions,
             )
             replicator.run()
     except (ReplicatorError, KafkaException) as exc:
         # Fatal: say what, exit non-zero, and let the orchestrator restart us.
-        log.error("replicator stopped by a fatal error: %s", exc)
+        log.error("replicator stopped by a fatal error", error=str(exc))
         return EXIT_FATAL
     finally:
         if server is not None:

@@ -27,6 +27,7 @@ from confluent_kafka.admin import AdminClient
 
 from envelope import Envelope, SourceRecord, encode
 from replicator.batching import cut_runs
+from replicator.flowrecords import FlowRecords
 from replicator.lanes import InFlight, Lane, lane_of
 from replicator.metrics import ReplicatorMetrics
 from replicator.topics import (
@@ -35,9 +36,9 @@ from replicator.topics import (
     describe_source_topics,
     ensure_destination,
 )
-from runtime import ErrorClass, Settings, classify
+from runtime import ErrorClass, Settings, classify, get_logger
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 _LIBRDKAFKA_LOG = logging.getLogger("librdkafka")
 
 CONSUME_BATCH = 2000
@@ -56,12 +57,16 @@ class Replicator:
         self,
         settings: Settings,
         staging: StagingTopic,
+        records: FlowRecords,
         metrics: ReplicatorMetrics,
         should_stop: Callable[[], bool],
     ) -> None:
         self.settings = settings
         self.staging = staging
+        self.records = records
         self.metrics = metrics
+        # Source topics deleted and recreated under their name, held back by policy: old id, new.
+        self.recreated: dict[str, tuple[str, str]] = {}
         self._should_stop = should_stop
         self._source_admin = AdminClient(settings.source.client_config())
         self._target_admin = AdminClient(settings.destination.client_config())
@@ -231,11 +236,11 @@ class Replicator:
             if self._session_error is None:
                 self._session_error = f"delivery_error:{error.name()}"
                 log.warning(
-                    "envelope delivery failed topic=%s partition=%d last_offset=%d error=%s",
-                    lane.topic,
-                    lane.partition,
-                    flight.last_offset,
-                    error.str(),
+                    "envelope delivery failed",
+                    topic=lane.topic,
+                    partition=lane.partition,
+                    last_offset=flight.last_offset,
+                    error=error.str(),
                 )
             return
         lane.acknowledged(flight)
@@ -257,7 +262,7 @@ class Replicator:
                 self.consumer.seek(TopicPartition(lane.topic, lane.partition, lane.committable))
         self.producer = self._new_producer()
         self._session_error = None
-        log.warning("stage-1 session restarted reason=%s session=%d", reason, self._session)
+        log.warning("stage-1 session restarted", reason=reason, session=self._session)
 
     def _watch_for_stall(self, now: float) -> None:
         oldest = min(
@@ -267,25 +272,21 @@ class Replicator:
         if oldest is not None and now - oldest > self.settings.stall_timeout_ms / 1000:
             self._session_error = "stall"
             log.warning(
-                "no acknowledgement from staging for %.1f s: ending the session", now - oldest
+                "no acknowledgement from staging: ending the session",
+                seconds=round(now - oldest, 1),
             )
 
     def _on_client_error(self, error: KafkaError) -> None:
         if error.fatal():
             # A gapless idempotent producer turns a gap into a fatal error: end the session.
             self._session_error = f"fatal:{error.name()}"
-        log.warning(
-            "kafka client error code=%s fatal=%s error=%s", error.name(), error.fatal(), error.str()
-        )
+        log.warning("kafka client error", code=error.name(), fatal=error.fatal(), error=error.str())
 
     # -- commits ------------------------------------------------------------------------------
 
     def _commit(self, *, asynchronous: bool, lanes: list[Lane] | None = None) -> None:
         offsets = [
-            # The topic id travels with the commit: a recreated topic is noticed on assign.
-            TopicPartition(
-                lane.topic, lane.partition, lane.committable, metadata=lane.topic_id.hex()
-            )
+            TopicPartition(lane.topic, lane.partition, lane.committable)
             for lane in (self.lanes.values() if lanes is None else lanes)
             if lane.committable >= 0 and lane.committable > lane.committed
         ]
@@ -294,7 +295,7 @@ class Replicator:
         try:
             self.consumer.commit(offsets=offsets, asynchronous=asynchronous)
         except KafkaException as exc:
-            log.warning("commit failed error=%s", exc.args[0].str())
+            log.warning("commit failed", error=exc.args[0].str())
             return
         for tp in offsets:
             lane = self.lanes.get((tp.topic, tp.partition))
@@ -308,23 +309,21 @@ class Replicator:
         missing = {tp.topic for tp in committed if tp.topic not in self.topics}
         if missing:
             self.topics.update(describe_source_topics(self._source_admin, self.settings))
-        assign, to_pause = [], []
+        assign = []
         for tp in committed:
             topic = self.topics.get(tp.topic)
             if topic is None:
-                log.warning(
-                    "assigned a topic that is gone topic=%s partition=%d", tp.topic, tp.partition
-                )
+                log.warning("assigned a topic that is gone", topic=tp.topic, partition=tp.partition)
                 continue
             if tp.offset >= 0:
                 start = tp.offset
             else:
                 start = OFFSET_BEGINNING if self.settings.start_from == "earliest" else OFFSET_END
                 log.info(
-                    "no committed offset: starting from %s topic=%s partition=%d",
-                    self.settings.start_from,
-                    tp.topic,
-                    tp.partition,
+                    "no committed offset",
+                    start_from=self.settings.start_from,
+                    topic=tp.topic,
+                    partition=tp.partition,
                 )
             lane = Lane(
                 topic=tp.topic,
@@ -336,19 +335,12 @@ class Replicator:
             )
             self.lanes[(tp.topic, tp.partition)] = lane
             assign.append(TopicPartition(tp.topic, tp.partition, start))
-            if tp.offset >= 0 and tp.metadata and tp.metadata != topic.topic_id.hex():
-                to_pause.append((lane, tp.metadata))
         consumer.incremental_assign(assign)
-        for lane, committed_for in to_pause:
-            self._stop(
-                lane,
-                "topic_recreated",
-                "the source topic was deleted and recreated since stage 1 committed "
-                f"(committed for topic id {committed_for}, now {lane.topic_id.hex()})",
-                offset=lane.committed,
-            )
+        for tp in assign:
+            if tp.topic in self.recreated:
+                self._stop_recreated(self.lanes[(tp.topic, tp.partition)])
         self.metrics.assigned_partitions.set(len(self.lanes))
-        log.info("partitions assigned count=%d total=%d", len(assign), len(self.lanes))
+        log.info("partitions assigned", count=len(assign), total=len(self.lanes))
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         revoked = [
@@ -359,8 +351,8 @@ class Replicator:
         remaining = self.producer.flush(REBALANCE_FLUSH_S)
         if remaining:
             log.warning(
-                "rebalance: %d envelopes still unacknowledged; the next owner re-reads them",
-                remaining,
+                "rebalance: envelopes unacknowledged; the next owner reads them again",
+                count=remaining,
             )
         self._commit(asynchronous=False, lanes=revoked)
         for lane in revoked:
@@ -368,7 +360,7 @@ class Replicator:
             self._forget_metrics(lane)
         consumer.incremental_unassign(partitions)
         self.metrics.assigned_partitions.set(len(self.lanes))
-        log.info("partitions revoked count=%d total=%d", len(revoked), len(self.lanes))
+        log.info("partitions revoked", count=len(revoked), total=len(self.lanes))
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         # The group moved on without us: committing is no longer ours to do.
@@ -377,7 +369,7 @@ class Replicator:
             if lane is not None:
                 self._forget_metrics(lane)
         consumer.incremental_unassign(partitions)
-        log.warning("partitions lost count=%d", len(partitions))
+        log.warning("partitions lost", count=len(partitions))
 
     def _stop(self, lane: Lane, reason: str, detail: str, *, offset: int) -> None:
         """Invariant 7: stop one source partition by policy, and say so."""
@@ -385,12 +377,12 @@ class Replicator:
         self.consumer.pause([TopicPartition(lane.topic, lane.partition)])
         self.metrics.partitions_stopped.labels(lane.topic, str(lane.partition), reason).set(1)
         log.error(
-            "source partition stopped reason=%s topic=%s partition=%d offset=%d detail=%r",
-            reason,
-            lane.topic,
-            lane.partition,
-            offset,
-            detail,
+            "source partition stopped",
+            reason=reason,
+            topic=lane.topic,
+            partition=lane.partition,
+            offset=offset,
+            detail=detail,
         )
 
     def _forget_metrics(self, lane: Lane) -> None:
@@ -404,15 +396,12 @@ class Replicator:
         if classify(error) is ErrorClass.FATAL:
             raise KafkaException(error)
         log.warning(
-            "consume error topic=%s partition=%s error=%s",
-            message.topic(),
-            message.partition(),
-            error.str(),
+            "consume error", topic=message.topic(), partition=message.partition(), error=error.str()
         )
 
     def _on_data_loss(self, topic: str, partition: int, error: KafkaError) -> None:
         lane = self.lanes.get((topic, partition))
-        if lane is None:
+        if lane is None or lane.stopped:
             return
         low, _high = self.consumer.get_watermark_offsets(
             TopicPartition(topic, partition), timeout=10
@@ -427,12 +416,11 @@ class Replicator:
             self._stop(lane, "data_loss", detail, offset=lane.committable)
             return
         log.error(
-            "records lost to source retention; going on from the earliest left topic=%s "
-            "partition=%d offset=%d lost=%d",
-            topic,
-            partition,
-            lane.committable,
-            lost,
+            "records lost to source retention; going on from the earliest left",
+            topic=topic,
+            partition=partition,
+            offset=lane.committable,
+            lost=lost,
         )
         lane.committable = low
         self.consumer.seek(TopicPartition(topic, partition, low))
@@ -443,22 +431,13 @@ class Replicator:
         try:
             found = describe_source_topics(self._source_admin, self.settings)
         except KafkaException as exc:
-            log.warning("topic discovery failed error=%s", exc.args[0].str())
+            log.warning("topic discovery failed", error=exc.args[0].str())
             return
         for name, topic in found.items():
             known = self.topics.get(name)
             if known is None or known.partitions != topic.partitions:
                 ensure_destination(self._target_admin, topic)
-            if known is not None and known.topic_id != topic.topic_id:
-                for lane in self.lanes.values():
-                    if lane.topic == name and not lane.stopped:
-                        self._stop(
-                            lane,
-                            "topic_recreated",
-                            f"source topic id changed {known.topic_id.hex()} -> "
-                            f"{topic.topic_id.hex()}: deleted and recreated",
-                            offset=lane.committable,
-                        )
+            self._check_topic_id(topic)
         self.topics = found
         names = sorted(found)
         if names != self._subscribed:
@@ -469,12 +448,52 @@ class Replicator:
                     on_revoke=self._on_revoke,
                     on_lost=self._on_lost,
                 )
-                log.info("subscribed topics=%s", ",".join(names))
+                log.info("subscribed", topics=",".join(names))
             else:
                 self.consumer.unsubscribe()
                 log.warning("no source topic matches the configured topics; waiting")
             self._subscribed = names
         self._update_lag()
+
+    def _check_topic_id(self, topic: SourceTopic) -> None:
+        """Invariant 7: a source topic deleted and recreated is reported, never silently
+        re-read from its start nor skipped."""
+        current = topic.topic_id.hex()
+        recorded = self.records.topic_id(topic.name)
+        if recorded == current:
+            return
+        if recorded is None or self.settings.on_topic_recreated == "replicate":
+            if recorded is not None:
+                log.warning(
+                    "source topic was deleted and recreated; replicating the new one by policy",
+                    topic=topic.name,
+                    old_topic_id=recorded,
+                    topic_id=current,
+                )
+            self.records.record_topic_id(topic.name, current)
+            self.recreated.pop(topic.name, None)
+            return
+        if topic.name not in self.recreated:
+            log.error(
+                "source topic was deleted and recreated; its partitions stay stopped "
+                "(REPLICATION_ON_TOPIC_RECREATED=replicate goes on with the new one)",
+                topic=topic.name,
+                old_topic_id=recorded,
+                topic_id=current,
+            )
+        self.recreated[topic.name] = (recorded, current)
+        for lane in self.lanes.values():
+            if lane.topic == topic.name and not lane.stopped:
+                self._stop_recreated(lane)
+
+    def _stop_recreated(self, lane: Lane) -> None:
+        old, new = self.recreated[lane.topic]
+        self._stop(
+            lane,
+            "topic_recreated",
+            f"source topic id changed {old} -> {new}: deleted and recreated",
+            offset=lane.committable,
+        )
 
     def _update_lag(self) -> None:
         for lane in self.lanes.values():
@@ -493,11 +512,11 @@ class Replicator:
 
     def _drain(self) -> None:
         """SIGTERM: stop fetching, wait for acknowledgements, commit them, leave the group."""
-        log.info("draining lanes=%d", len(self.lanes))
+        log.info("draining", lanes=len(self.lanes))
         remaining = self.producer.flush(DRAIN_FLUSH_S)
         self.producer.poll(0)
         if remaining:
-            log.warning("drain: %d envelopes unacknowledged; they will be read again", remaining)
+            log.warning("drain: envelopes unacknowledged; they will be read again", count=remaining)
         self._commit(asynchronous=False)
         self.consumer.close()
         log.info("drained")

@@ -8,25 +8,22 @@ replicated history disappears (DESIGN.md §9: old timestamps vanish under a defa
 
 from __future__ import annotations
 
-import json
-import logging
+import time
 from dataclasses import dataclass
 
 from confluent_kafka import (
-    Consumer,
     KafkaError,
     KafkaException,
-    Producer,
     TopicCollection,
-    TopicPartition,
 )
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
 
 from replicator.errors import StagingMismatchError, TopicSetupError
+from replicator.flowrecords import FlowRecords
 from replicator.lanes import LANE_FUNCTION
-from runtime import Settings
+from runtime import Settings, get_logger
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 MIRRORED_CONFIGS = (
     "cleanup.policy",
@@ -38,7 +35,6 @@ MIRRORED_CONFIGS = (
 )
 # Room for the largest source record plus its envelope; a larger record stops its partition.
 STAGING_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
-_LANES_KEY = b"lanes"
 _TIMEOUT_S = 30.0
 
 
@@ -56,10 +52,6 @@ class StagingTopic:
     name: str
     partitions: int
     max_message_bytes: int
-
-
-def lanes_topic_name(settings: Settings) -> str:
-    return f"{settings.staging_topic_name}.lanes"
 
 
 def topic_id_bytes(uuid: object) -> bytes:
@@ -89,7 +81,7 @@ def describe_source_topics(admin: AdminClient, settings: Settings) -> dict[str, 
             description = future.result(timeout=_TIMEOUT_S)
         except KafkaException as exc:
             # Deleted between list and describe: it is simply not there this round.
-            log.warning("source topic vanished while described topic=%s error=%s", name, exc)
+            log.warning("source topic vanished while described", topic=name, error=str(exc))
             continue
         config_future = next(f for r, f in configs.items() if r.name == name)
         entries = config_future.result(timeout=_TIMEOUT_S)
@@ -117,10 +109,10 @@ def ensure_destination(admin: AdminClient, topic: SourceTopic) -> None:
         )
         _create(admin, new)
         log.info(
-            "destination topic created topic=%s partitions=%d source=%s",
-            topic.destination,
-            topic.partitions,
-            topic.name,
+            "destination topic created",
+            topic=topic.destination,
+            partitions=topic.partitions,
+            source=topic.name,
         )
         return
     have = len(existing.partitions)
@@ -130,33 +122,30 @@ def ensure_destination(admin: AdminClient, topic: SourceTopic) -> None:
             f"grow destination topic {topic.destination} to {topic.partitions} partitions",
         )
         log.info(
-            "destination topic grown topic=%s partitions=%d->%d",
-            topic.destination,
-            have,
-            topic.partitions,
+            "destination topic grown",
+            topic=topic.destination,
+            partitions=topic.partitions,
+            was=have,
         )
     elif have > topic.partitions:
         log.warning(
-            "destination has more partitions than its source topic=%s destination=%d source=%d",
-            topic.destination,
-            have,
-            topic.partitions,
+            "destination has more partitions than its source",
+            topic=topic.destination,
+            destination_partitions=have,
+            source_partitions=topic.partitions,
         )
 
 
-def ensure_staging(admin: AdminClient, settings: Settings) -> StagingTopic:
+def ensure_staging(admin: AdminClient, settings: Settings, records: FlowRecords) -> StagingTopic:
     """Create the staging topic and record its lane mapping, or check it against the record.
 
     Invariant 1 rests on this: a staging topic whose partition count changed would move
     source partitions to other lanes, so start-up stops instead.
     """
     name = settings.staging_topic_name
-    lanes_topic = lanes_topic_name(settings)
-    metadata = admin.list_topics(timeout=_TIMEOUT_S)
-    if lanes_topic not in metadata.topics:
-        _create(admin, NewTopic(lanes_topic, 1, -1, config={"cleanup.policy": "compact"}))
-    recorded = _read_lanes_record(settings, lanes_topic)
-    staging = metadata.topics.get(name)
+    records.load(admin, lambda topic: _create(admin, topic))
+    recorded = records.lanes
+    staging = admin.list_topics(timeout=_TIMEOUT_S).topics.get(name)
     if staging is None:
         partitions = recorded["partitions"] if recorded else settings.staging_partitions
         _create(
@@ -172,15 +161,15 @@ def ensure_staging(admin: AdminClient, settings: Settings) -> StagingTopic:
                 },
             ),
         )
-        log.info("staging topic created topic=%s partitions=%d", name, partitions)
+        log.info("staging topic created", topic=name, partitions=partitions)
     else:
         partitions = len(staging.partitions)
     if recorded is None:
-        _write_lanes_record(settings, lanes_topic, partitions)
+        records.record_lanes(partitions, LANE_FUNCTION)
     elif recorded["partitions"] != partitions or recorded["function"] != LANE_FUNCTION:
         raise StagingMismatchError(
             f"staging topic {name} has {partitions} partitions but its lane mapping was recorded "
-            f"with {recorded['partitions']} ({recorded['function']}) in {lanes_topic}; "
+            f"with {recorded['partitions']} ({recorded['function']}) in {records.topic}; "
             "source partitions would change lanes: restore the partition count or use a new "
             "REPLICATION_FLOW"
         )
@@ -193,44 +182,6 @@ def _max_message_bytes(admin: AdminClient, topic: str) -> int:
     return int(entries["max.message.bytes"].value)
 
 
-def _read_lanes_record(settings: Settings, lanes_topic: str) -> dict | None:
-    consumer = Consumer(
-        {
-            **settings.destination.client_config(),
-            "group.id": f"exactly.{settings.flow}.lanes-reader",
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-        }
-    )
-    try:
-        _low, high = consumer.get_watermark_offsets(TopicPartition(lanes_topic, 0), _TIMEOUT_S)
-        if high == 0:
-            return None
-        consumer.assign([TopicPartition(lanes_topic, 0, 0)])
-        record = None
-        while True:
-            message = consumer.poll(_TIMEOUT_S)
-            if message is None:
-                raise TopicSetupError(f"could not read the lane mapping from {lanes_topic}")
-            if message.error():
-                raise TopicSetupError(f"reading {lanes_topic}: {message.error().str()}")
-            if message.key() == _LANES_KEY and message.value():
-                record = json.loads(message.value())
-            if message.offset() >= high - 1:
-                return record
-    finally:
-        consumer.close()
-
-
-def _write_lanes_record(settings: Settings, lanes_topic: str, partitions: int) -> None:
-    producer = Producer({**settings.destination.client_config(), "enable.idempotence": True})
-    value = json.dumps({"partitions": partitions, "function": LANE_FUNCTION}).encode()
-    producer.produce(lanes_topic, key=_LANES_KEY, value=value, partition=0)
-    if producer.flush(_TIMEOUT_S) != 0:
-        raise TopicSetupError(f"could not record the lane mapping in {lanes_topic}")
-    log.info("lane mapping recorded topic=%s partitions=%d", lanes_topic, partitions)
-
-
 def _create(admin: AdminClient, topic: NewTopic) -> None:
     futures = admin.create_topics([topic])
     try:
@@ -239,6 +190,24 @@ def _create(admin: AdminClient, topic: NewTopic) -> None:
         # Another instance of the flow may have created it a moment ago: that is success.
         if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
             raise TopicSetupError(f"could not create topic {topic.topic}: {exc}") from exc
+    _await_leaders(admin, topic.topic)
+
+
+def _await_leaders(admin: AdminClient, topic: str) -> None:
+    # The controller acknowledges a new topic before the brokers lead its partitions; reading
+    # or describing it in that moment fails with "unknown partition".
+    deadline = time.monotonic() + _TIMEOUT_S
+    while time.monotonic() < deadline:
+        found = admin.list_topics(topic, timeout=_TIMEOUT_S).topics.get(topic)
+        if (
+            found is not None
+            and found.error is None
+            and found.partitions
+            and all(p.leader >= 0 for p in found.partitions.values())
+        ):
+            return
+        time.sleep(0.1)
+    raise TopicSetupError(f"topic {topic} has partitions without a leader after {_TIMEOUT_S} s")
 
 
 def _await(futures: dict, what: str) -> None:

@@ -178,6 +178,13 @@ class Settings(BaseSettings):
         "that partition (default) or go on from the earliest record left. Both are logged "
         "and counted with the number of records lost.",
     )
+    on_topic_recreated: Literal["stop", "replicate"] = Field(
+        "stop",
+        alias="REPLICATION_ON_TOPIC_RECREATED",
+        description="A source topic deleted and recreated under the same name (its id changed): "
+        "stop its partitions (default), or replicate the new topic from REPLICATION_START_FROM "
+        "into the same destination. Logged either way.",
+    )
     stall_timeout_ms: int = Field(
         30000,
         ge=1000,

@@ -38,6 +38,8 @@ class BrokerControl(Protocol):
 
     def kill(self) -> None: ...
     def restart(self) -> None: ...
+    def pause(self) -> None: ...
+    def resume(self) -> None: ...
     def is_running(self) -> bool: ...
     def log_tail(self, lines: int = 40) -> str: ...
 
@@ -67,6 +69,12 @@ class _LocalBroker:
 
     def restart(self) -> None:
         self.cluster.restart(_READY_TIMEOUT_S, tie_to_parent=True)
+
+    def pause(self) -> None:
+        self.cluster.pause()
+
+    def resume(self) -> None:
+        self.cluster.resume()
 
     def is_running(self) -> bool:
         return self.cluster.is_running()
@@ -201,6 +209,12 @@ class _ContainerBroker:
         # so this is a restart on the same data at the same address.
         self.container.get_wrapped_container().start()  # type: ignore[attr-defined]
         wait_until_ready(self.bootstrap, _READY_TIMEOUT_S)
+
+    def pause(self) -> None:
+        self.container.get_wrapped_container().pause()  # type: ignore[attr-defined]
+
+    def resume(self) -> None:
+        self.container.get_wrapped_container().unpause()  # type: ignore[attr-defined]
 
     def is_running(self) -> bool:
         wrapped = self.container.get_wrapped_container()  # type: ignore[attr-defined]

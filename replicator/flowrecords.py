@@ -1,0 +1,96 @@
+"""What a flow remembers on the target cluster, in one compacted topic `<staging>.meta`:
+
+    key "lanes"            {"partitions": N, "function": LANE_FUNCTION}   invariant 1
+    key "topic-id:<name>"  {"topic_id": "<hex>"}                          invariant 7
+
+Kafka deletes a group's committed offsets together with a deleted topic, so the consumer group
+alone cannot tell a recreated topic from a new one; the ids recorded here can, on any restart.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from replicator.errors import TopicSetupError
+from runtime import Settings, get_logger
+
+log = get_logger(__name__)
+
+LANES_KEY = "lanes"
+_TOPIC_ID_PREFIX = "topic-id:"
+_TIMEOUT_S = 30.0
+
+
+class FlowRecords:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.topic = f"{settings.staging_topic_name}.meta"
+        self._values: dict[str, dict] = {}
+
+    def load(self, admin: AdminClient, create: Callable[[NewTopic], None]) -> None:
+        """Create the topic when missing and read everything recorded so far."""
+        if self.topic not in admin.list_topics(timeout=_TIMEOUT_S).topics:
+            create(NewTopic(self.topic, 1, -1, config={"cleanup.policy": "compact"}))
+        self._values = self._read_all()
+
+    @property
+    def lanes(self) -> dict | None:
+        return self._values.get(LANES_KEY)
+
+    def record_lanes(self, partitions: int, function: str) -> None:
+        self._write(LANES_KEY, {"partitions": partitions, "function": function})
+        log.info("lane mapping recorded", topic=self.topic, partitions=partitions)
+
+    def topic_id(self, topic: str) -> str | None:
+        value = self._values.get(f"{_TOPIC_ID_PREFIX}{topic}")
+        return value["topic_id"] if value else None
+
+    def record_topic_id(self, topic: str, topic_id: str) -> None:
+        self._write(f"{_TOPIC_ID_PREFIX}{topic}", {"topic_id": topic_id})
+
+    def _write(self, key: str, value: dict) -> None:
+        producer = Producer(
+            {**self.settings.destination.client_config(), "enable.idempotence": True}
+        )
+        producer.produce(
+            self.topic, key=key.encode(), value=json.dumps(value).encode(), partition=0
+        )
+        if producer.flush(_TIMEOUT_S) != 0:
+            raise TopicSetupError(f"could not record {key} in {self.topic}")
+        self._values[key] = value
+
+    def _read_all(self) -> dict[str, dict]:
+        consumer = Consumer(
+            {
+                **self.settings.destination.client_config(),
+                "group.id": f"exactly.{self.settings.flow}.meta-reader",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+            }
+        )
+        values: dict[str, dict] = {}
+        try:
+            _low, high = consumer.get_watermark_offsets(TopicPartition(self.topic, 0), _TIMEOUT_S)
+            if high == 0:
+                return values
+            consumer.assign([TopicPartition(self.topic, 0, 0)])
+            while True:
+                message = consumer.poll(_TIMEOUT_S)
+                if message is None:
+                    raise TopicSetupError(f"could not read {self.topic} to its end")
+                if message.error():
+                    raise TopicSetupError(f"reading {self.topic}: {message.error().str()}")
+                if message.key():
+                    key = message.key().decode()
+                    if message.value():
+                        values[key] = json.loads(message.value())
+                    else:
+                        values.pop(key, None)
+                if message.offset() >= high - 1:
+                    return values
+        finally:
+            consumer.close()

@@ -1,0 +1,317 @@
+"""Stage 1 as a user runs it: `python -m replicator` against the two clusters, checked by
+decoding the staging topic record by record against the source (issue 4, DESIGN.md §4 1-3)."""
+
+from __future__ import annotations
+
+import random
+import re
+import socket
+import time
+import urllib.request
+
+import pytest
+from confluent_kafka import Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.kafka_helpers import create_topic
+from tests.replication.datamix import ContinuousProducer, create_data_mix
+from tests.replication.processes import role_processes
+from tests.replication.staging import (
+    await_staging_complete,
+    read_source,
+    topic_ids,
+    verify_staging,
+)
+
+
+@pytest.fixture
+def roles(tmp_path):
+    with role_processes(tmp_path) as started:
+        yield started
+
+
+def _env(source_cluster, target_cluster, flow: str, include: str, **more: str) -> dict[str, str]:
+    return {
+        "KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS": source_cluster.bootstrap_servers,
+        "KAFKA_CLUSTERS_DESTINATION_BOOTSTRAP_SERVERS": target_cluster.bootstrap_servers,
+        "REPLICATION_TOPICS_INCLUDE": include,
+        "REPLICATION_FLOW": flow,
+        "METRICS_PORT": "0",
+        **more,
+    }
+
+
+def _staging(flow: str) -> str:
+    return f"__exactly.{flow}.staging"
+
+
+def _verify(source_cluster, target_cluster, flow, topics, timeout_s=120):
+    source = read_source(source_cluster.bootstrap_servers, topics)
+    staged = await_staging_complete(
+        target_cluster.bootstrap_servers, _staging(flow), source, timeout_s
+    )
+    report = verify_staging(
+        source,
+        staged,
+        source_cluster_id=source_cluster.cluster_id,
+        topic_ids=topic_ids(source_cluster.bootstrap_servers, topics),
+    )
+    assert report.ok, report
+    return report
+
+
+def _flow(unique_topic) -> str:
+    return unique_topic("flow").replace(".", "-")[-90:]
+
+
+def test_data_mix_reaches_staging_and_destination_topics_mirror_their_sources(
+    source_cluster, target_cluster, unique_topic, roles
+):
+    mix = create_data_mix(source_cluster.bootstrap_servers, unique_topic("mix"))
+    flow = _flow(unique_topic)
+    replicator = roles.start(
+        "replicator", _env(source_cluster, target_cluster, flow, mix.include_regex)
+    )
+
+    report = _verify(source_cluster, target_cluster, flow, mix.topics)
+    assert report.source_records == mix.readable_records
+    assert report.source_partitions == mix.total_partitions >= 24
+
+    # Destination topics: same partition counts and the configs that decide what survives.
+    admin = AdminClient({"bootstrap.servers": target_cluster.bootstrap_servers})
+    metadata = admin.list_topics(timeout=10)
+    for topic, partitions in mix.partitions.items():
+        assert len(metadata.topics[topic].partitions) == partitions
+    configs = {
+        resource.name: future.result(10)
+        for resource, future in admin.describe_configs(
+            [
+                ConfigResource(ConfigResource.Type.TOPIC, t)
+                for t in (mix.history_topic, mix.compacted_topic, mix.large_topic)
+            ]
+        ).items()
+    }
+    assert configs[mix.history_topic]["retention.ms"].value == "-1"
+    assert configs[mix.compacted_topic]["cleanup.policy"].value == "compact"
+    assert configs[mix.large_topic]["max.message.bytes"].value == str(3 * 1024 * 1024)
+
+    # SIGTERM drains and exits 0.
+    assert replicator.terminate(30) == 0
+    assert "drained" in replicator.log_text()
+
+
+def test_sigkilled_twenty_times_while_a_producer_writes_loses_nothing_and_has_no_gap(
+    source_cluster, target_cluster, unique_topic, roles
+):
+    topics = {unique_topic("chaos-a"): 6, unique_topic("chaos-b"): 4}
+    for topic, partitions in topics.items():
+        create_topic(source_cluster.bootstrap_servers, topic, partitions)
+    flow = _flow(unique_topic)
+    include = "|".join(re.escape(t) for t in topics)
+    env = _env(
+        source_cluster,
+        target_cluster,
+        flow,
+        include,
+        # Static membership: each restart takes the partitions back at once.
+        REPLICATION_INSTANCE_ID="only",
+        REPLICATION_ENVELOPE_MAX_RECORDS="50",
+    )
+    rng = random.Random(20261122)
+    with ContinuousProducer(
+        source_cluster.bootstrap_servers,
+        topics,
+        records_per_second=600,
+        transactional_id=unique_topic("chaos-txn"),
+    ) as producer:
+        replicator = roles.start("replicator", env)
+        kills = 0
+        while kills < 20:
+            # Some kills land while starting or joining, most while replicating.
+            time.sleep(rng.uniform(0.3, 3.0))
+            replicator.kill()
+            kills += 1
+            replicator.start()
+        produced = producer.stop()
+    assert produced > 1000
+
+    report = _verify(source_cluster, target_cluster, flow, tuple(topics))
+    assert report.sessions >= 10, report
+    assert replicator.terminate(30) == 0
+
+
+def test_target_broker_killed_then_paused_past_the_stall_timeout_no_gap(
+    source_cluster, target_cluster, unique_topic, roles
+):
+    if target_cluster.broker is None:
+        pytest.skip(f"{target_cluster.kind} clusters give no broker control")
+    topic = unique_topic("broker-chaos")
+    create_topic(source_cluster.bootstrap_servers, topic, 6)
+    flow = _flow(unique_topic)
+    env = _env(
+        source_cluster,
+        target_cluster,
+        flow,
+        re.escape(topic),
+        REPLICATION_STALL_TIMEOUT_MS="3000",
+        REPLICATION_ENVELOPE_MAX_RECORDS="50",
+    )
+    with ContinuousProducer(source_cluster.bootstrap_servers, {topic: 6}) as producer:
+        replicator = roles.start("replicator", env)
+        replicator.wait_for_log("partitions assigned", timeout_s=60)
+        time.sleep(2)
+        target_cluster.broker.kill()
+        time.sleep(2)
+        target_cluster.broker.restart()
+        time.sleep(2)
+        target_cluster.broker.pause()
+        try:
+            replicator.wait_for_log("session restarted", timeout_s=30)
+        finally:
+            target_cluster.broker.resume()
+        time.sleep(3)
+        producer.stop()
+
+    _verify(source_cluster, target_cluster, flow, (topic,))
+    assert "reason=stall" in replicator.log_text()
+    assert replicator.terminate(30) == 0
+
+
+def test_two_instances_share_partitions_and_a_killed_ones_move_to_the_other(
+    source_cluster, target_cluster, unique_topic, roles
+):
+    topic = unique_topic("shared")
+    create_topic(source_cluster.bootstrap_servers, topic, 8)
+    flow = _flow(unique_topic)
+    env = _env(
+        source_cluster,
+        target_cluster,
+        flow,
+        re.escape(topic),
+        # The group notices a SIGKILLed member after this long (the broker's minimum).
+        KAFKA_CLUSTERS_SOURCE_PROPERTIES_SESSION_TIMEOUT_MS="6000",
+        REPLICATION_ENVELOPE_MAX_RECORDS="50",
+    )
+    with ContinuousProducer(source_cluster.bootstrap_servers, {topic: 8}) as producer:
+        first = roles.start("replicator", env, name="first")
+        first.wait_for_log("partitions assigned", timeout_s=60)
+        second = roles.start("replicator", env, name="second")
+        second.wait_for_log("partitions assigned", timeout_s=60)
+        time.sleep(3)
+        first.kill()
+        second.wait_for_log(r"partitions assigned.*total=8", timeout_s=60)
+        time.sleep(2)
+        producer.stop()
+
+    _verify(source_cluster, target_cluster, flow, (topic,))
+    assert second.terminate(30) == 0
+
+
+def test_new_topic_and_partition_increase_are_followed(
+    source_cluster, target_cluster, unique_topic, roles
+):
+    prefix = unique_topic("follow")
+    first = f"{prefix}.one"
+    create_topic(source_cluster.bootstrap_servers, first, 2)
+    flow = _flow(unique_topic)
+    replicator = roles.start(
+        "replicator", _env(source_cluster, target_cluster, flow, rf"{re.escape(prefix)}\..*")
+    )
+    replicator.wait_for_log("partitions assigned", timeout_s=60)
+
+    second = f"{prefix}.two"
+    create_topic(source_cluster.bootstrap_servers, second, 3)
+    admin = AdminClient({"bootstrap.servers": source_cluster.bootstrap_servers})
+    admin.create_partitions([NewPartitions(first, 4)])[first].result(30)
+    producer = Producer({"bootstrap.servers": source_cluster.bootstrap_servers})
+    for i in range(200):
+        producer.produce(first, value=b"%d" % i, partition=i % 4)
+        producer.produce(second, value=b"%d" % i, partition=i % 3)
+    assert producer.flush(30) == 0
+
+    _verify(source_cluster, target_cluster, flow, (first, second), timeout_s=60)
+    target = AdminClient({"bootstrap.servers": target_cluster.bootstrap_servers})
+    metadata = target.list_topics(timeout=10)
+    assert len(metadata.topics[first].partitions) == 4
+    assert len(metadata.topics[second].partitions) == 3
+    assert replicator.terminate(30) == 0
+
+
+def test_records_lost_to_retention_and_a_recreated_topic_stop_their_partitions_and_say_so(
+    source_cluster, target_cluster, unique_topic, roles
+):
+    lossy, recreated = unique_topic("lossy"), unique_topic("recreated")
+    for topic in (lossy, recreated):
+        create_topic(source_cluster.bootstrap_servers, topic, 1)
+    producer = Producer({"bootstrap.servers": source_cluster.bootstrap_servers})
+    for i in range(100):
+        producer.produce(lossy, value=b"%d" % i)
+        producer.produce(recreated, value=b"%d" % i)
+    assert producer.flush(30) == 0
+    flow = _flow(unique_topic)
+    env = _env(source_cluster, target_cluster, flow, f"{re.escape(lossy)}|{re.escape(recreated)}")
+    replicator = roles.start("replicator", env)
+    _verify(source_cluster, target_cluster, flow, (lossy, recreated))
+    assert replicator.terminate(30) == 0
+
+    # While stage 1 is down: 100 more records, 150 of which retention then deletes (as
+    # delete_records does); and the other topic is deleted and created anew.
+    for i in range(100, 200):
+        producer.produce(lossy, value=b"%d" % i)
+    assert producer.flush(30) == 0
+    admin = AdminClient({"bootstrap.servers": source_cluster.bootstrap_servers})
+    admin.delete_records([TopicPartition(lossy, 0, 150)])[TopicPartition(lossy, 0, 150)].result(30)
+    admin.delete_topics([recreated])[recreated].result(30)
+    _await_topic_gone(admin, recreated)
+    create_topic(source_cluster.bootstrap_servers, recreated, 1)
+    producer.produce(recreated, value=b"new")
+    assert producer.flush(30) == 0
+
+    replicator = roles.start("replicator", {**env, "METRICS_PORT": str(_free_port())})
+    replicator.wait_for_log(r"source partition stopped.*reason=data_loss", timeout_s=60)
+    replicator.wait_for_log(r"source partition stopped.*reason=topic_recreated", timeout_s=60)
+    log = replicator.log_text(since_start=True)
+    assert re.search(rf"reason=data_loss topic={re.escape(lossy)} partition=0 offset=100", log)
+    assert "50 records were deleted before stage 1 read them" in log
+    metrics = _metrics(replicator.env["METRICS_PORT"])
+    assert (
+        _sample(metrics, "exactly_replicator_records_lost_total", topic=lossy, partition="0") == 50
+    )
+    assert (
+        _sample(
+            metrics,
+            "exactly_replicator_partitions_stopped",
+            topic=recreated,
+            partition="0",
+            reason="topic_recreated",
+        )
+        == 1
+    )
+    assert replicator.terminate(30) == 0
+
+
+def _await_topic_gone(admin: AdminClient, topic: str) -> None:
+    deadline = time.monotonic() + 30
+    while topic in admin.list_topics(timeout=10).topics:
+        assert time.monotonic() < deadline, f"{topic} still listed 30 s after deletion"
+        time.sleep(0.2)
+
+
+def _metrics(port: str) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        return response.read().decode()
+
+
+def _sample(metrics: str, name: str, **labels: str) -> float | None:
+    for family in text_string_to_metric_families(metrics):
+        for sample in family.samples:
+            if sample.name == name and sample.labels == labels:
+                return sample.value
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
