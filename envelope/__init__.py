@@ -1,6 +1,6 @@
 """Envelope format: how stage 1 wraps a run of source records for the staging topic."""
 
-from envelope.codec import FORMAT_VERSION, decode, encode
+from envelope.codec import FORMAT_VERSION, RecordRow, decode, encode, encode_rows
 from envelope.errors import EnvelopeError, MalformedEnvelopeError, UnsupportedVersionError
 from envelope.model import (
     TIMESTAMP_CREATE_TIME,
@@ -18,8 +18,10 @@ __all__ = [
     "Envelope",
     "EnvelopeError",
     "MalformedEnvelopeError",
+    "RecordRow",
     "SourceRecord",
     "UnsupportedVersionError",
     "decode",
     "encode",
+    "encode_rows",
 ]

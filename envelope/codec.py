@@ -66,6 +66,7 @@ _PEEK_BYTES = 14
 
 # The wire row of a record is its fields in declaration order.
 _record_row = attrgetter(*_RECORD_FIELDS)
+RecordRow = tuple[int, int, int, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...]]
 # Slot setters of SourceRecord, in row order. decode() fills validated rows into new records
 # through them: the frozen dataclass __init__ (object.__setattr__ per field) takes twice as long.
 _RECORD_SETTERS = tuple(getattr(SourceRecord, name).__set__ for name in _RECORD_FIELDS)
@@ -78,8 +79,7 @@ def encode(envelope: Envelope) -> bytes:
     records = envelope.records
     if type(records) is not tuple or not all(type(r) is SourceRecord for r in records):
         raise _records_type_error(records)
-    wire = (
-        FORMAT_VERSION,
+    return encode_rows(
         envelope.source_cluster_id,
         envelope.topic,
         envelope.topic_id,
@@ -87,6 +87,20 @@ def encode(envelope: Envelope) -> bytes:
         envelope.prev_offset,
         tuple(map(_record_row, records)),
     )
+
+
+def encode_rows(
+    source_cluster_id: str,
+    topic: str,
+    topic_id: bytes,
+    partition: int,
+    prev_offset: int | None,
+    rows: tuple[RecordRow, ...],
+) -> bytes:
+    """encode() for a writer that holds records as wire rows already, `(offset, timestamp,
+    timestamp_type, key, value, headers)` with headers a tuple of `(name, value)` tuples: stage
+    1's hot path, which skips building a SourceRecord per record. Same checks, same bytes."""
+    wire = (FORMAT_VERSION, source_cluster_id, topic, topic_id, partition, prev_offset, rows)
     _validate(wire)
     try:
         return msgpack.packb(wire, use_bin_type=True)

@@ -1,38 +1,47 @@
-"""Cut a run of consumed records of one source partition into envelopes within the budget."""
+"""Turn consumed messages into envelope rows and cut runs within the envelope budget.
+
+Stage 1's hot path: one wire row per record (the layout `envelope.encode_rows` packs), no
+intermediate objects, and sizes estimated as the rows are made.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 
-from envelope import SourceRecord
+from confluent_kafka import Message
+
+from envelope import RecordRow
 
 # Bytes an envelope adds around its records, and each record around its key, value and headers,
-# at most (msgpack headers of arrays, ints, bin and str): kept generous, the budget is a bound.
+# at most (msgpack headers of arrays, ints, bin and str): generous, as the budget is a bound and
+# the encoded size is checked again before producing.
 ENVELOPE_OVERHEAD = 512
 RECORD_OVERHEAD = 64
 HEADER_OVERHEAD = 16
 
 
-def record_size(record: SourceRecord) -> int:
-    size = RECORD_OVERHEAD + len(record.key or b"") + len(record.value or b"")
-    for name, value in record.headers:
-        size += HEADER_OVERHEAD + len(name) + len(value or b"")
-    return size
+@dataclass(slots=True)
+class Run:
+    """Consecutive rows of one source partition on their way into one envelope."""
+
+    rows: list[RecordRow] = field(default_factory=list)
+    size: int = ENVELOPE_OVERHEAD
+
+    def add(self, row: RecordRow, size: int) -> None:
+        self.rows.append(row)
+        self.size += size
 
 
-def cut_runs(
-    records: Sequence[SourceRecord], max_records: int, max_bytes: int
-) -> Iterator[tuple[list[SourceRecord], int]]:
-    """Consecutive runs of at most `max_records` records and about `max_bytes` bytes each,
-    with their estimated encoded size; a single record larger than the budget travels alone."""
-    run: list[SourceRecord] = []
-    size = ENVELOPE_OVERHEAD
-    for record in records:
-        this = record_size(record)
-        if run and (len(run) >= max_records or size + this > max_bytes):
-            yield run, size
-            run, size = [], ENVELOPE_OVERHEAD
-        run.append(record)
-        size += this
-    if run:
-        yield run, size
+def row_of(message: Message) -> tuple[RecordRow, int]:
+    """The envelope row of a consumed record and its estimated encoded size."""
+    key = message.key()
+    headers = message.headers()
+    size = RECORD_OVERHEAD + len(message) + (len(key) if key else 0)  # len(): the value's
+    if headers:
+        headers = tuple(headers)
+        for name, value in headers:
+            size += HEADER_OVERHEAD + len(name) + (len(value) if value else 0)
+    else:
+        headers = ()
+    timestamp_type, timestamp = message.timestamp()
+    return (message.offset(), timestamp, timestamp_type, key, message.value(), headers), size

@@ -15,7 +15,6 @@ from collections.abc import Callable
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
-    OFFSET_END,
     Consumer,
     KafkaError,
     KafkaException,
@@ -25,8 +24,8 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient
 
-from envelope import Envelope, SourceRecord, encode
-from replicator.batching import cut_runs
+from envelope import RecordRow, encode_rows
+from replicator.batching import Run, row_of
 from replicator.flowrecords import FlowRecords
 from replicator.lanes import InFlight, Lane, lane_of
 from replicator.metrics import ReplicatorMetrics
@@ -75,6 +74,7 @@ class Replicator:
         self.lanes: dict[tuple[str, int], Lane] = {}
         self._session = 0
         self._session_error: str | None = None
+        self._fatal: KafkaError | None = None
         self._max_envelope = staging.max_message_bytes - PRODUCE_OVERHEAD
         self._budget = min(settings.envelope_max_bytes, self._max_envelope)
         self.consumer = Consumer(self._consumer_config())
@@ -96,7 +96,7 @@ class Replicator:
             # Partitions never committed start where REPLICATION_START_FROM says (on_assign).
             "auto.offset.reset": "error",
             "partition.assignment.strategy": "cooperative-sticky",
-            "error_cb": self._on_client_error,
+            "error_cb": self._on_consumer_error,
             "logger": _LIBRDKAFKA_LOG,
             **static_membership(self.settings),
         }
@@ -115,7 +115,7 @@ class Replicator:
                 "linger.ms": 5,
                 "compression.type": "lz4",
                 "message.max.bytes": self.staging.max_message_bytes,
-                "error_cb": self._on_client_error,
+                "error_cb": self._on_producer_error,
                 "logger": _LIBRDKAFKA_LOG,
             }
         )
@@ -131,6 +131,8 @@ class Replicator:
             if messages:
                 self._replicate(messages)
             self.producer.poll(0)
+            if self._fatal is not None:
+                raise KafkaException(self._fatal)
             if self._session_error is not None:
                 self._restart_session()
                 continue
@@ -147,7 +149,8 @@ class Replicator:
         self._drain()
 
     def _replicate(self, messages: list[Message]) -> None:
-        runs: dict[tuple[str, int], list[SourceRecord]] = {}
+        runs: dict[tuple[str, int], Run] = {}
+        max_records, budget = self.settings.envelope_max_records, self._budget
         for message in messages:
             error = message.error()
             if error is not None:
@@ -159,54 +162,51 @@ class Replicator:
                 # Revoked or stopped meanwhile: its commit point does not move, so nothing of
                 # it is lost; whoever owns it next reads it again.
                 continue
-            timestamp_type, timestamp = message.timestamp()
-            runs.setdefault(key, []).append(
-                SourceRecord(
-                    message.offset(),
-                    timestamp,
-                    timestamp_type,
-                    message.key(),
-                    message.value(),
-                    tuple(message.headers() or ()),
-                )
-            )
-        for key, records in runs.items():
-            lane = self.lanes[key]
-            for run, size in cut_runs(records, self.settings.envelope_max_records, self._budget):
-                if lane.stopped or self._session_error is not None:
-                    break
-                self._send(lane, run)
-                self.metrics.records.labels(lane.topic).inc(len(run))
-                self.metrics.bytes.labels(lane.topic).inc(size)
+            row, size = row_of(message)
+            run = runs.get(key)
+            if run is None:
+                run = runs[key] = Run()
+            elif len(run.rows) >= max_records or run.size + size > budget:
+                # A single record larger than the budget still travels, alone.
+                self._ship(lane, run)
+                run = runs[key] = Run()
+            run.add(row, size)
+        for key, run in runs.items():
+            self._ship(self.lanes[key], run)
 
-    def _send(self, lane: Lane, run: list[SourceRecord]) -> None:
-        data = encode(
-            Envelope(
-                self.source_cluster_id,
-                lane.topic,
-                lane.topic_id,
-                lane.partition,
-                lane.prev_offset,
-                tuple(run),
-            )
+    def _ship(self, lane: Lane, run: Run) -> None:
+        if lane.stopped or self._session_error is not None:
+            return  # the session restart rewinds this lane to its commit point
+        self._send(lane, run.rows)
+        self.metrics.records.labels(lane.topic).inc(len(run.rows))
+        self.metrics.bytes.labels(lane.topic).inc(run.size)
+
+    def _send(self, lane: Lane, rows: list[RecordRow]) -> None:
+        data = encode_rows(
+            self.source_cluster_id,
+            lane.topic,
+            lane.topic_id,
+            lane.partition,
+            lane.prev_offset,
+            tuple(rows),
         )
         if len(data) > self._max_envelope:
-            if len(run) == 1:
+            if len(rows) == 1:
                 self._stop(
                     lane,
                     "record_too_large",
                     f"source record of {len(data)} bytes (in its envelope) does not fit staging "
                     f"{self.staging.name} (max.message.bytes {self.staging.max_message_bytes})",
-                    offset=run[0].offset,
+                    offset=rows[0][0],
                 )
                 return
             # The size estimate was short (many small headers): halve and send in order.
-            half = len(run) // 2
-            self._send(lane, run[:half])
+            half = len(rows) // 2
+            self._send(lane, rows[:half])
             if not lane.stopped:
-                self._send(lane, run[half:])
+                self._send(lane, rows[half:])
             return
-        flight = lane.sent(run[-1].offset, time.monotonic())
+        flight = lane.sent(rows[-1][0], time.monotonic())
         session = self._session
 
         def delivered(error: KafkaError | None, _message: Message) -> None:
@@ -276,11 +276,31 @@ class Replicator:
                 seconds=round(now - oldest, 1),
             )
 
-    def _on_client_error(self, error: KafkaError) -> None:
+    def _on_producer_error(self, error: KafkaError) -> None:
+        self.metrics.client_errors.labels("target", error.name()).inc()
         if error.fatal():
             # A gapless idempotent producer turns a gap into a fatal error: end the session.
             self._session_error = f"fatal:{error.name()}"
-        log.warning("kafka client error", code=error.name(), fatal=error.fatal(), error=error.str())
+        log.warning(
+            "kafka client error",
+            cluster="target",
+            code=error.name(),
+            fatal=error.fatal(),
+            error=error.str(),
+        )
+
+    def _on_consumer_error(self, error: KafkaError) -> None:
+        self.metrics.client_errors.labels("source", error.name()).inc()
+        if error.fatal():
+            # E.g. another instance took our static membership: stop, never fight over it.
+            self._fatal = error
+        log.warning(
+            "kafka client error",
+            cluster="source",
+            code=error.name(),
+            fatal=error.fatal(),
+            error=error.str(),
+        )
 
     # -- commits ------------------------------------------------------------------------------
 
@@ -318,7 +338,7 @@ class Replicator:
             if tp.offset >= 0:
                 start = tp.offset
             else:
-                start = OFFSET_BEGINNING if self.settings.start_from == "earliest" else OFFSET_END
+                start = self._start_offset(consumer, tp)
                 log.info(
                     "no committed offset",
                     start_from=self.settings.start_from,
@@ -341,6 +361,16 @@ class Replicator:
                 self._stop_recreated(self.lanes[(tp.topic, tp.partition)])
         self.metrics.assigned_partitions.set(len(self.lanes))
         log.info("partitions assigned", count=len(assign), total=len(self.lanes))
+
+    def _start_offset(self, consumer: Consumer, tp: TopicPartition) -> int:
+        """Where a never-committed partition starts. `latest` is pinned to a real offset now:
+        a session restart rewinds to it, where the logical "end" would skip what came since."""
+        if self.settings.start_from == "earliest":
+            return OFFSET_BEGINNING
+        _low, high = consumer.get_watermark_offsets(
+            TopicPartition(tp.topic, tp.partition), timeout=REBALANCE_FLUSH_S
+        )
+        return high
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         revoked = [

@@ -48,6 +48,12 @@ class ReplicatorMetrics:
             ["topic", "partition"],
             registry=r,
         )
+        self.client_errors = Counter(
+            "exactly_replicator_client_errors",
+            "Errors reported by the Kafka clients (unreachable brokers among them), by cluster.",
+            ["cluster", "code"],
+            registry=r,
+        )
         self.assigned_partitions = Gauge(
             "exactly_replicator_assigned_partitions",
             "Source partitions this instance owns.",

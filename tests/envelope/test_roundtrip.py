@@ -1,6 +1,7 @@
 """encode → decode gives back the same Envelope, for every envelope the contract allows."""
 
 import msgpack
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -10,9 +11,11 @@ from envelope import (
     TIMESTAMP_LOG_APPEND_TIME,
     TIMESTAMP_NOT_AVAILABLE,
     Envelope,
+    EnvelopeError,
     SourceRecord,
     decode,
     encode,
+    encode_rows,
 )
 
 INT64_MAX = 2**63 - 1
@@ -108,3 +111,26 @@ def test_wire_layout_is_one_array_with_the_version_first() -> None:
         41,
         [[42, 1_700_000_000_000, 1, None, b"v", [["h", None]]]],
     ]
+
+
+@given(envelopes())
+def test_encode_rows_writes_the_same_bytes_as_encode(envelope):
+    rows = tuple(
+        (r.offset, r.timestamp, r.timestamp_type, r.key, r.value, r.headers)
+        for r in envelope.records
+    )
+    assert encode_rows(
+        envelope.source_cluster_id,
+        envelope.topic,
+        envelope.topic_id,
+        envelope.partition,
+        envelope.prev_offset,
+        rows,
+    ) == encode(envelope)
+
+
+def test_encode_rows_checks_like_encode():
+    with pytest.raises(EnvelopeError, match="record 1 field 'offset'"):
+        encode_rows(
+            "c", "t", bytes(16), 0, None, ((5, 0, 1, None, b"", ()), (5, 0, 1, None, b"", ()))
+        )

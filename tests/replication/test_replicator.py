@@ -315,3 +315,84 @@ def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def test_a_record_too_large_for_staging_stops_its_partition_and_says_so(
+    source_cluster, target_cluster, unique_topic, roles
+):
+    topic = unique_topic("big")
+    create_topic(source_cluster.bootstrap_servers, topic, 2, {"max.message.bytes": "3145728"})
+    flow = _flow(unique_topic)
+    # An operator-made staging topic that takes 1 MiB at most.
+    create_topic(
+        target_cluster.bootstrap_servers, _staging(flow), 3, {"max.message.bytes": "1048576"}
+    )
+    producer = Producer(
+        {"bootstrap.servers": source_cluster.bootstrap_servers, "message.max.bytes": 4_000_000}
+    )
+    for i in range(10):
+        producer.produce(topic, value=b"small-%d" % i, partition=0)
+        producer.produce(topic, value=b"small-%d" % i, partition=1)
+    producer.produce(topic, value=b"x" * 1_500_000, partition=0)
+    producer.produce(topic, value=b"after", partition=0)
+    assert producer.flush(30) == 0
+
+    replicator = roles.start(
+        "replicator",
+        _env(
+            source_cluster, target_cluster, flow, re.escape(topic), METRICS_PORT=str(_free_port())
+        ),
+    )
+    replicator.wait_for_log(r"source partition stopped.*reason=record_too_large", timeout_s=60)
+    log = replicator.log_text()
+    assert re.search(
+        rf"reason=record_too_large topic={re.escape(topic)} partition=0 offset=10 ", log
+    )
+    staged = await_staging_complete(
+        target_cluster.bootstrap_servers,
+        _staging(flow),
+        {
+            k: v
+            for k, v in read_source(source_cluster.bootstrap_servers, [topic]).items()
+            if k[1] == 1
+        },
+        60,
+    )
+    offsets = {(s.envelope.partition, r.offset) for s in staged for r in s.envelope.records}
+    # Everything before the big record, nothing at or after it: never a silent skip.
+    assert {o for p, o in offsets if p == 0} == set(range(10))
+    assert {o for p, o in offsets if p == 1} == set(range(10))
+    metrics = _metrics(replicator.env["METRICS_PORT"])
+    assert (
+        _sample(
+            metrics,
+            "exactly_replicator_partitions_stopped",
+            topic=topic,
+            partition="0",
+            reason="record_too_large",
+        )
+        == 1
+    )
+    assert replicator.terminate(30) == 0
+
+
+def test_a_staging_topic_whose_partitions_changed_stops_start_up_with_one_clear_line(
+    source_cluster, target_cluster, unique_topic, roles
+):
+    topic = unique_topic("lanes")
+    create_topic(source_cluster.bootstrap_servers, topic, 1)
+    flow = _flow(unique_topic)
+    env = _env(
+        source_cluster, target_cluster, flow, re.escape(topic), REPLICATION_STAGING_PARTITIONS="2"
+    )
+    first = roles.start("replicator", env)
+    first.wait_for_log("partitions assigned", timeout_s=60)
+    assert first.terminate(30) == 0
+    admin = AdminClient({"bootstrap.servers": target_cluster.bootstrap_servers})
+    admin.create_partitions([NewPartitions(_staging(flow), 3)])[_staging(flow)].result(30)
+
+    second = roles.start("replicator", env, name="second")
+    assert second.wait(60) == 1
+    errors = [line for line in second.log_text().splitlines() if "level=error" in line]
+    assert len(errors) == 1, second.log_text()
+    assert "has 3 partitions but its lane mapping was recorded with 2" in errors[0]

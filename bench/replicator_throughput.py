@@ -1,0 +1,193 @@
+"""Stage 1 throughput beside a plain confluent-kafka consume->produce loop, in one invocation.
+
+    python bench/replicator_throughput.py [--records-100b N] [--records-1kib N]
+
+Starts two local Kafka clusters (localkafka), fills a 12-partition source topic per record size,
+then copies it twice, each from an assignment to its last record on the target:
+  baseline: one process, batched consume(), produce() of every record (key, value, headers,
+            timestamp, same partition) with the same producer settings stage 1 uses;
+  stage 1:  `python -m replicator` as a process (envelopes into staging), until its committed
+            source offsets reach the end.
+Reports records/s, MB/s, CPU seconds per million records, and stage 1 / baseline ratios.
+Timings on a 2-core machine are noisy: compare ratios within one run, not absolute numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from localkafka import LocalCluster, start_all
+from tests.replication.processes import RoleProcess
+
+PARTITIONS = 12
+HEADERS = [("trace", b"0123456789abcdef")]
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records-100b", type=int, default=300_000)
+    parser.add_argument("--records-1kib", type=int, default=100_000)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-replicator-") as tmp:
+        base = Path(tmp)
+        clusters = [LocalCluster.create(base / name, name) for name in ("source", "target")]
+        start_all(clusters, tie_to_parent=True)
+        source, target = (c.bootstrap_servers for c in clusters)
+        try:
+            rows = []
+            for size, count in ((100, args.records_100b), (1024, args.records_1kib)):
+                topic = f"bench-{size}"
+                _create(source, topic)
+                _fill(source, topic, size, count)
+                baseline = _baseline(source, target, topic, count)
+                stage1 = _stage1(source, target, topic, count, base)
+                rows.append((size, count, baseline, stage1))
+        finally:
+            for cluster in clusters:
+                cluster.stop()
+    _report(rows)
+
+
+def _create(bootstrap: str, topic: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
+    time.sleep(1)
+
+
+def _fill(bootstrap: str, topic: str, size: int, count: int) -> None:
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 20, "compression.type": "lz4", "acks": "1"}
+    )
+    value = os.urandom(size // 2).hex().encode()[:size]
+    for i in range(count):
+        while True:
+            try:
+                producer.produce(
+                    topic, value=value, key=b"k%d" % i, partition=i % PARTITIONS, headers=HEADERS
+                )
+                break
+            except BufferError:
+                producer.poll(0.05)
+    producer.flush(120)
+
+
+def _producer_settings() -> dict:
+    # What stage 1's staging producer uses (replicator/loop.py), so only the work differs.
+    return {
+        "enable.idempotence": True,
+        "acks": "all",
+        "linger.ms": 5,
+        "compression.type": "lz4",
+        "max.in.flight.requests.per.connection": 5,
+    }
+
+
+def _baseline(source: str, target: str, topic: str, count: int) -> tuple[float, float]:
+    """Plain loop: every record produced on its own to the same partition. (seconds, cpu)."""
+    out = f"{topic}-baseline"
+    _create(target, out)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": source,
+            "group.id": "bench-baseline",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+        }
+    )
+    # No delivery callback per record: the cheapest loop there is (a callback per record costs
+    # 40-55 % more, DESIGN.md §10); delivery is checked once at the end instead.
+    producer = Producer({"bootstrap.servers": target, **_producer_settings()})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    started, cpu_started = time.monotonic(), time.process_time()
+    consumed = 0
+    while consumed < count:
+        for message in consumer.consume(2000, 0.5):
+            if message.error():
+                continue
+            consumed += 1
+            while True:
+                try:
+                    producer.produce(
+                        out,
+                        value=message.value(),
+                        key=message.key(),
+                        partition=message.partition(),
+                        headers=message.headers(),
+                        timestamp=message.timestamp()[1],
+                    )
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+        producer.poll(0)
+    remaining = producer.flush(120)
+    seconds, cpu = time.monotonic() - started, time.process_time() - cpu_started
+    consumer.close()
+    checker = Consumer({"bootstrap.servers": target, "group.id": "bench-baseline-check"})
+    written = sum(
+        checker.get_watermark_offsets(TopicPartition(out, p), timeout=10)[1]
+        for p in range(PARTITIONS)
+    )
+    checker.close()
+    if remaining or written != count:
+        raise RuntimeError(f"baseline wrote {written} of {count} ({remaining} undelivered)")
+    return seconds, cpu
+
+
+def _stage1(source: str, target: str, topic: str, count: int, base: Path) -> tuple[float, float]:
+    flow = f"bench-{topic}"
+    env = {
+        "KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS": source,
+        "KAFKA_CLUSTERS_DESTINATION_BOOTSTRAP_SERVERS": target,
+        "REPLICATION_TOPICS_INCLUDE": re.escape(topic),
+        "REPLICATION_FLOW": flow,
+        "METRICS_PORT": "0",
+    }
+    # The end is when stage 1 has committed every source offset: all acknowledged in staging.
+    watcher = Consumer({"bootstrap.servers": source, "group.id": f"exactly.{flow}.replicator"})
+    partitions = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+    with RoleProcess("replicator", env, base) as replicator:
+        replicator.wait_for_log("partitions assigned", timeout_s=120)
+        started, cpu_started = time.monotonic(), _cpu_seconds(replicator.pid)
+        while sum(max(tp.offset, 0) for tp in watcher.committed(partitions, timeout=10)) < count:
+            time.sleep(0.05)
+        seconds, cpu = time.monotonic() - started, _cpu_seconds(replicator.pid) - cpu_started
+        replicator.terminate(60)
+    watcher.close()
+    return seconds, cpu
+
+
+def _cpu_seconds(pid: int | None) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _CLK_TCK  # utime + stime
+
+
+def _report(rows: list) -> None:
+    print(f"source topic of {PARTITIONS} partitions, one header per record; one run each")
+    print(f"{'value':>6} {'records':>8}  {'loop':<9} {'rec/s':>10} {'MB/s':>7} {'cpu s/M':>8}")
+    for size, count, baseline, stage1 in rows:
+        megabytes = count * (size + 24) / 1e6
+        for name, (seconds, cpu) in (("baseline", baseline), ("stage 1", stage1)):
+            print(
+                f"{size:>5}B {count:>8}  {name:<9} {count / seconds:>10,.0f} "
+                f"{megabytes / seconds:>7.1f} {cpu / count * 1e6:>8.2f}"
+            )
+        print(
+            f"{'':>6} {'':>8}  ratio stage 1/baseline: throughput {baseline[0] / stage1[0]:.2f}x, "
+            f"cpu per record {stage1[1] / baseline[1]:.2f}x"
+        )
+
+
+if __name__ == "__main__":
+    main()
