@@ -7,7 +7,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: install test unit lint bench-envelope kafka-jars spark-connector clean
+.PHONY: install test unit lint bench-envelope bench-replicator kafka-jars spark-connector clean
 
 install: $(VENV)/.installed kafka-jars spark-connector
 
@@ -39,6 +39,10 @@ unit: $(VENV)/.installed
 
 bench-envelope: $(VENV)/.installed
 	$(BIN)/python bench/envelope_codec.py
+
+# Starts its own two local clusters; about a minute.
+bench-replicator: install
+	$(BIN)/python bench/replicator_throughput.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache

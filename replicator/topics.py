@@ -64,11 +64,18 @@ def topic_id_bytes(uuid: object) -> bytes:
 def describe_source_topics(admin: AdminClient, settings: Settings) -> dict[str, SourceTopic]:
     """Every source topic that the settings replicate, with partitions, id and configs."""
     metadata = admin.list_topics(timeout=_TIMEOUT_S)
-    wanted = {
-        name: destination
-        for name in metadata.topics
-        if (destination := settings.destination_topic(name)) is not None
-    }
+    wanted = {}
+    for name in metadata.topics:
+        try:
+            destination = settings.destination_topic(name)
+        except ValueError as exc:
+            # REPLICATION_DESTINATION_TOPIC made an illegal name of this one: say it each round.
+            log.error(
+                "source topic not replicated: no valid destination name", topic=name, error=str(exc)
+            )
+            continue
+        if destination is not None:
+            wanted[name] = destination
     if not wanted:
         return {}
     descriptions = admin.describe_topics(TopicCollection(sorted(wanted)))

@@ -38,8 +38,10 @@ from runtime.properties import (
     read_client_properties,
 )
 from runtime.values import (
+    TOPIC_PLACEHOLDER,
     check_flow_name,
     check_topic_name,
+    check_topic_template,
     matches_any,
     parse_bootstrap_servers,
     parse_patterns,
@@ -119,6 +121,12 @@ class Settings(BaseSettings):
         alias="REPLICATION_TOPICS_EXCLUDE",
         description="Comma-separated regular expressions, full match: source topics never "
         "replicated; wins over the include list and over KAFKA_CLUSTERS_SOURCE_TOPIC.",
+    )
+    topic_template: Annotated[str, AfterValidator(check_topic_template)] = Field(
+        "{topic}",
+        alias="REPLICATION_DESTINATION_TOPIC",
+        description="Destination name of each topic picked by REPLICATION_TOPICS_INCLUDE: "
+        "{topic} is the source name (default: the same name; e.g. dr.{topic}).",
     )
     flow: Annotated[str, AfterValidator(check_flow_name)] = Field(
         "default",
@@ -255,7 +263,8 @@ class Settings(BaseSettings):
         """The destination name of ``source_topic``, or None when it is not replicated.
 
         The exclude list wins; then the seed's one topic (renamed by
-        KAFKA_CLUSTERS_DESTINATION_TOPIC) or the include list (same name).
+        KAFKA_CLUSTERS_DESTINATION_TOPIC) or the include list (named by
+        REPLICATION_DESTINATION_TOPIC, the same name by default).
         """
         if matches_any(self.topics_exclude, source_topic):
             return None
@@ -263,9 +272,11 @@ class Settings(BaseSettings):
             if source_topic != self.source.topic:
                 return None
             return self.destination.topic or source_topic
-        if source_topic.startswith("__"):
+        if source_topic.startswith("__") or not matches_any(self.topics_include, source_topic):
             return None
-        return source_topic if matches_any(self.topics_include, source_topic) else None
+        destination = self.topic_template.replace(TOPIC_PLACEHOLDER, source_topic)
+        # A long source name can make the templated one too long: say so, never truncate.
+        return check_topic_name(destination)
 
     @property
     def staging_topic_name(self) -> str:

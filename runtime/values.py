@@ -98,3 +98,16 @@ def parse_patterns(text: str) -> tuple[re.Pattern[str], ...]:
 def matches_any(patterns: tuple[re.Pattern[str], ...], name: str) -> bool:
     """Full match, as documented: ``orders`` does not match ``orders-eu``."""
     return any(pattern.fullmatch(name) for pattern in patterns)
+
+
+TOPIC_PLACEHOLDER = "{topic}"
+
+
+def check_topic_template(template: str) -> str:
+    """A destination naming rule: text around exactly one ``{topic}``, e.g. ``dr.{topic}``."""
+    if template.count(TOPIC_PLACEHOLDER) != 1:
+        raise ValueError(
+            f"must contain {TOPIC_PLACEHOLDER} exactly once (e.g. dr.{TOPIC_PLACEHOLDER})"
+        )
+    check_topic_name(template.replace(TOPIC_PLACEHOLDER, "x"))
+    return template

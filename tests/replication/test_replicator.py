@@ -396,3 +396,33 @@ def test_a_staging_topic_whose_partitions_changed_stops_start_up_with_one_clear_
     errors = [line for line in second.log_text().splitlines() if "level=error" in line]
     assert len(errors) == 1, second.log_text()
     assert "has 3 partitions but its lane mapping was recorded with 2" in errors[0]
+
+
+def test_the_seed_variables_replicate_one_topic_under_a_new_name(
+    source_cluster, target_cluster, unique_topic, roles
+):
+    topic, renamed = unique_topic("seed"), unique_topic("seed-copy")
+    create_topic(source_cluster.bootstrap_servers, topic, 3)
+    create_topic(source_cluster.bootstrap_servers, unique_topic("not-this-one"), 1)
+    producer = Producer({"bootstrap.servers": source_cluster.bootstrap_servers})
+    for i in range(300):
+        producer.produce(topic, value=b"%d" % i, partition=i % 3)
+    assert producer.flush(30) == 0
+    flow = _flow(unique_topic)
+    env = {
+        "KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS": source_cluster.bootstrap_servers,
+        "KAFKA_CLUSTERS_SOURCE_TOPIC": topic,
+        "KAFKA_CLUSTERS_DESTINATION_BOOTSTRAP_SERVERS": target_cluster.bootstrap_servers,
+        "KAFKA_CLUSTERS_DESTINATION_TOPIC": renamed,
+        "REPLICATION_FLOW": flow,
+        "METRICS_PORT": "0",
+    }
+    replicator = roles.start("replicator", env)
+    report = _verify(source_cluster, target_cluster, flow, (topic,))
+    assert report.source_records == 300
+    metadata = AdminClient({"bootstrap.servers": target_cluster.bootstrap_servers}).list_topics(
+        timeout=10
+    )
+    assert len(metadata.topics[renamed].partitions) == 3
+    assert topic not in metadata.topics
+    assert replicator.terminate(30) == 0

@@ -398,6 +398,7 @@ def test_render_config_lists_every_variable_with_defaults_marked():
         "METRICS_PORT=9500\n"
         "OFFSETSYNC_GROUPS_EXCLUDE=  # default\n"
         "OFFSETSYNC_GROUPS_INCLUDE=  # default\n"
+        "REPLICATION_DESTINATION_TOPIC={topic}  # default\n"
         "REPLICATION_ENVELOPE_MAX_BYTES=1048576  # default\n"
         "REPLICATION_ENVELOPE_MAX_RECORDS=500  # default\n"
         "REPLICATION_FLOW=default  # default\n"
@@ -447,3 +448,16 @@ def test_explicit_environ_ignores_os_environ_and_dotenv(monkeypatch, tmp_path):
     (tmp_path / ".env").write_text("REPLICATION_FLOW=from-dotenv\nflow=from-dotenv\n")
     monkeypatch.chdir(tmp_path)
     assert load_settings(CLUSTERS).flow == "default"
+
+
+def test_destination_topic_template_names_included_topics():
+    loaded = load(REPLICATION_TOPICS_INCLUDE="orders.*", REPLICATION_DESTINATION_TOPIC="dr.{topic}")
+    assert loaded.destination_topic("orders-eu") == "dr.orders-eu"
+    assert loaded.destination_topic("payments") is None
+
+
+@pytest.mark.parametrize("template", ["dr.topic", "{topic}.{topic}", "bad name {topic}"])
+def test_a_bad_destination_topic_template_is_named(template):
+    with pytest.raises(ConfigError) as raised:
+        load(REPLICATION_TOPICS_INCLUDE="x", REPLICATION_DESTINATION_TOPIC=template)
+    assert str(raised.value).startswith("REPLICATION_DESTINATION_TOPIC=")
