@@ -40,8 +40,9 @@ unit: $(VENV)/.installed
 bench-envelope: $(VENV)/.installed
 	$(BIN)/python bench/envelope_codec.py
 
-# Starts its own two local clusters; about a minute.
+# The hot path alone (no broker), then end to end on its own two local clusters (about a minute).
 bench-replicator: install
+	$(BIN)/python bench/replicator_hot_path.py
 	$(BIN)/python bench/replicator_throughput.py
 
 clean:

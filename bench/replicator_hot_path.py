@@ -1,0 +1,100 @@
+"""Stage 1's per-record work on the client, beside a plain loop's produce() of every record.
+
+    python bench/replicator_hot_path.py
+
+No broker: records are confluent_kafka.Message objects built in memory. Measures the CPU of
+turning records into envelope rows and packing envelopes of 500 (replicator.batching +
+envelope.encode_rows), against calling Producer.produce() once per record with key, value,
+headers and timestamp (queued only; the producer never connects). Reports microseconds per
+record and the ratio, from one process, so that the two share the machine's state.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from confluent_kafka import Message, Producer
+
+from envelope import encode_rows
+from replicator.batching import Run, row_of
+
+RECORDS = 200_000
+ENVELOPE_RECORDS = 500
+_QUIET = logging.getLogger("bench.quiet")
+_QUIET.addHandler(logging.NullHandler())
+_QUIET.propagate = False
+
+
+def main() -> None:
+    print(f"{RECORDS} records, 16 B header, envelopes of {ENVELOPE_RECORDS}; CPU us per record")
+    print(f"{'value':>6} {'stage 1 rows+encode':>20} {'produce() per record':>21} {'ratio':>6}")
+    for size in (100, 1024):
+        messages = _messages(size)
+        stage1 = _stage1(messages)
+        plain = _plain(messages)
+        print(f"{size:>5}B {stage1:>20.2f} {plain:>21.2f} {stage1 / plain:>6.2f}")
+
+
+def _messages(size: int) -> list[Message]:
+    value = os.urandom(size)
+    return [
+        Message(
+            topic="t",
+            partition=0,
+            offset=i,
+            key=b"k%d" % i,
+            value=value,
+            headers=[("trace", b"0123456789abcdef")],
+            timestamp=(1, 1_700_000_000_000 + i),
+        )
+        for i in range(RECORDS)
+    ]
+
+
+def _stage1(messages: list[Message]) -> float:
+    started = time.process_time()
+    run = Run()
+    for message in messages:
+        row, size = row_of(message)
+        if len(run.rows) >= ENVELOPE_RECORDS:
+            encode_rows("cluster", "t", bytes(16), 0, None, tuple(run.rows))
+            run = Run()
+        run.add(row, size)
+    encode_rows("cluster", "t", bytes(16), 0, None, tuple(run.rows))
+    return (time.process_time() - started) / len(messages) * 1e6
+
+
+def _plain(messages: list[Message]) -> float:
+    producer = Producer(
+        {
+            "bootstrap.servers": "127.0.0.1:9",
+            "queue.buffering.max.messages": 2 * RECORDS,
+            "queue.buffering.max.kbytes": 4_000_000,
+            "linger.ms": 100_000,  # below message.timeout.ms, as librdkafka requires
+            "logger": _QUIET,
+        }
+    )
+    started = time.process_time()
+    for m in messages:
+        producer.produce(
+            "t",
+            value=m.value(),
+            key=m.key(),
+            partition=m.partition(),
+            headers=m.headers(),
+            timestamp=m.timestamp()[1],
+        )
+    elapsed = time.process_time() - started
+    producer.purge()
+    producer.flush(0)
+    return elapsed / len(messages) * 1e6
+
+
+if __name__ == "__main__":
+    main()
