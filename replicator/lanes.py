@@ -54,7 +54,7 @@ class Lane:
         # Acks of one staging partition arrive in order, but be strict anyway: only a fully
         # acknowledged prefix moves the commit point.
         while self.in_flight and self.in_flight[0].acked:
-            self.committable = self.in_flight.popleft().last_offset + 1
+            self.committable = max(self.committable, self.in_flight.popleft().last_offset + 1)
 
     def oldest_unacked_at(self) -> float | None:
         return self.in_flight[0].produced_at if self.in_flight else None

@@ -9,6 +9,7 @@ the next session starts with an empty `prev_offset`. Nothing is retried record b
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -26,6 +27,7 @@ from confluent_kafka.admin import AdminClient
 
 from envelope import RecordRow, encode_rows
 from replicator.batching import Run, row_of
+from replicator.errors import ReplicatorError, TopicSetupError
 from replicator.flowrecords import FlowRecords
 from replicator.lanes import InFlight, Lane, lane_of
 from replicator.metrics import ReplicatorMetrics
@@ -222,8 +224,18 @@ class Replicator:
                 )
                 break
             except BufferError:
-                # The local queue is full: serve acknowledgements and try again.
+                # The local queue is full: serve acknowledgements and try again, but only while
+                # the session is healthy; a stall ends it (the restart rewinds this lane).
                 self.producer.poll(0.1)
+                if self._session_error is None:
+                    self._watch_for_stall(time.monotonic())
+                if self._session_error is not None:
+                    return
+            except KafkaException as exc:
+                # E.g. the producer turned fatal on a gap before its error callback ran.
+                # Invariant 2: end the session; never retry this envelope alone.
+                self._session_error = f"produce_error:{exc.args[0].name()}"
+                return
         self.metrics.envelopes.inc()
 
     def _delivered(
@@ -326,6 +338,11 @@ class Replicator:
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         committed = consumer.committed(partitions, timeout=REBALANCE_FLUSH_S)
+        for tp in committed:
+            if tp.error is not None:
+                # Taking it for "never committed" would re-read or, with `latest`, skip: stop,
+                # and the restart asks again.
+                raise KafkaException(tp.error)
         missing = {tp.topic for tp in committed if tp.topic not in self.topics}
         if missing:
             self.topics.update(describe_source_topics(self._source_admin, self.settings))
@@ -416,12 +433,21 @@ class Replicator:
         )
 
     def _forget_metrics(self, lane: Lane) -> None:
+        with contextlib.suppress(KeyError):
+            self.metrics.lag.remove(lane.topic, str(lane.partition))
         if lane.stopped:
             self.metrics.partitions_stopped.remove(lane.topic, str(lane.partition), lane.stopped)
 
     def _on_message_error(self, message: Message, error: KafkaError) -> None:
         if error.code() == KafkaError._AUTO_OFFSET_RESET and message.topic() is not None:
-            self._on_data_loss(message.topic(), message.partition(), error)
+            self._on_data_loss(message.topic(), message.partition())
+            return
+        lane = self.lanes.get((message.topic(), message.partition()))
+        offset = message.offset()
+        if lane is not None and offset is not None and offset >= 0 and not lane.stopped:
+            # A record librdkafka cannot deliver (bad compression, bad CRC): it moves past
+            # that batch, and going on would leave a silent gap. Stop the partition instead.
+            self._stop(lane, "unreadable_record", f"{error.name()}: {error.str()}", offset=offset)
             return
         if classify(error) is ErrorClass.FATAL:
             raise KafkaException(error)
@@ -429,7 +455,7 @@ class Replicator:
             "consume error", topic=message.topic(), partition=message.partition(), error=error.str()
         )
 
-    def _on_data_loss(self, topic: str, partition: int, error: KafkaError) -> None:
+    def _on_data_loss(self, topic: str, partition: int) -> None:
         lane = self.lanes.get((topic, partition))
         if lane is None or lane.stopped:
             return
@@ -442,18 +468,7 @@ class Replicator:
             f"committed offset {lane.committable} fell behind source retention "
             f"(log start {low}): {lost} records were deleted before stage 1 read them"
         )
-        if self.settings.on_data_loss == "stop":
-            self._stop(lane, "data_loss", detail, offset=lane.committable)
-            return
-        log.error(
-            "records lost to source retention; going on from the earliest left",
-            topic=topic,
-            partition=partition,
-            offset=lane.committable,
-            lost=lost,
-        )
-        lane.committable = low
-        self.consumer.seek(TopicPartition(topic, partition, low))
+        self._stop(lane, "data_loss", detail, offset=lane.committable)
 
     # -- topics -------------------------------------------------------------------------------
 
@@ -463,10 +478,17 @@ class Replicator:
         except KafkaException as exc:
             log.warning("topic discovery failed", error=exc.args[0].str())
             return
-        for name, topic in found.items():
+        for name, topic in list(found.items()):
             known = self.topics.get(name)
             if known is None or known.partitions != topic.partitions:
-                ensure_destination(self._target_admin, topic)
+                try:
+                    ensure_destination(self._target_admin, topic)
+                except (KafkaException, TopicSetupError) as exc:
+                    log.warning("destination topic not ready; retrying", topic=name, error=str(exc))
+                    found.pop(name)
+                    if known is not None:
+                        found[name] = known
+                    continue
             self._check_topic_id(topic)
         self.topics = found
         names = sorted(found)
@@ -492,6 +514,15 @@ class Replicator:
         recorded = self.records.topic_id(topic.name)
         if recorded == current:
             return
+        running = any(lane.topic == topic.name for lane in self.lanes.values())
+        if recorded is not None and running and self.settings.on_topic_recreated == "replicate":
+            # Running lanes hold the old topic's id and positions: a restart starts the new
+            # topic cleanly (its committed offsets went with the old one).
+            self.records.record_topic_id(topic.name, current)
+            raise ReplicatorError(
+                f"source topic {topic.name} was deleted and recreated while replicated; "
+                "exiting so that the restart replicates the new one (policy replicate)"
+            )
         if recorded is None or self.settings.on_topic_recreated == "replicate":
             if recorded is not None:
                 log.warning(

@@ -179,12 +179,12 @@ class Settings(BaseSettings):
         description="Where stage 1 starts in a source partition it has never committed: "
         "earliest (all history) or latest. Logged for every such partition.",
     )
-    on_data_loss: Literal["stop", "earliest"] = Field(
+    on_data_loss: Literal["stop"] = Field(
         "stop",
         alias="REPLICATION_ON_DATA_LOSS",
         description="When a source partition's committed offset fell behind its retention: stop "
-        "that partition (default) or go on from the earliest record left. Both are logged "
-        "and counted with the number of records lost.",
+        "that partition, logged and counted with the number of records lost (the only policy "
+        "so far; to go on, reset the group's offset for it deliberately).",
     )
     on_topic_recreated: Literal["stop", "replicate"] = Field(
         "stop",

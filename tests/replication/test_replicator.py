@@ -20,6 +20,7 @@ from tests.replication.processes import role_processes
 from tests.replication.staging import (
     await_staging_complete,
     read_source,
+    read_staging,
     topic_ids,
     verify_staging,
 )
@@ -293,6 +294,27 @@ def test_records_lost_to_retention_and_a_recreated_topic_stop_their_partitions_a
         )
         == 1
     )
+    assert replicator.terminate(30) == 0
+
+    # The operator chooses to go on with the new topic: it is replicated from its start.
+    replicator = roles.start(
+        "replicator", {**env, "REPLICATION_ON_TOPIC_RECREATED": "replicate"}, name="replicate"
+    )
+    replicator.wait_for_log("replicating the new one by policy", timeout_s=60)
+    new_id = topic_ids(source_cluster.bootstrap_servers, [recreated])[recreated]
+    deadline = time.monotonic() + 60
+    while True:
+        staged = read_staging(target_cluster.bootstrap_servers, _staging(flow))
+        new_records = [
+            record
+            for item in staged
+            if item.envelope.topic == recreated and item.envelope.topic_id == new_id
+            for record in item.envelope.records
+        ]
+        if new_records or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert [(r.offset, r.value) for r in new_records] == [(0, b"new")]
     assert replicator.terminate(30) == 0
 
 
