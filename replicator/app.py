@@ -24,9 +24,12 @@ from runtime import (
     load_settings,
     serve_http,
 )
+from runtime.liveness import Heartbeat
 
 log = get_logger("replicator")
 
+# Longer than anything the loop may legitimately wait for (admin calls, rebalance flushes).
+LOOP_SILENCE_S = 120.0
 EXIT_FATAL = 1
 EXIT_CONFIG = 2
 
@@ -50,7 +53,10 @@ def run() -> int:
             records = FlowRecords(settings)
             admin = AdminClient(settings.destination.client_config())
             staging = ensure_staging(admin, settings, records)
-            replicator = Replicator(settings, staging, records, metrics, lambda: shutdown.requested)
+            heartbeat = Heartbeat(health, LOOP_SILENCE_S)
+            replicator = Replicator(
+                settings, staging, records, metrics, lambda: shutdown.requested, heartbeat.beat
+            )
             health.set_ready(True)
             log.info(
                 "replicator started",
@@ -64,7 +70,8 @@ def run() -> int:
             gc.collect()
             gc.freeze()
             gc.set_threshold(50_000, 50, 100)
-            replicator.run()
+            with heartbeat:
+                replicator.run()
     except (ReplicatorError, KafkaException) as exc:
         # Fatal: say what, exit non-zero, and let the orchestrator restart us.
         log.error("replicator stopped by a fatal error", error=str(exc))

@@ -61,6 +61,7 @@ class Replicator:
         records: FlowRecords,
         metrics: ReplicatorMetrics,
         should_stop: Callable[[], bool],
+        beat: Callable[[], None] = lambda: None,
     ) -> None:
         self.settings = settings
         self.staging = staging
@@ -69,6 +70,7 @@ class Replicator:
         # Source topics deleted and recreated under their name, held back by policy: old id, new.
         self.recreated: dict[str, tuple[str, str]] = {}
         self._should_stop = should_stop
+        self._beat = beat
         self._source_admin = AdminClient(settings.source.client_config())
         self._target_admin = AdminClient(settings.destination.client_config())
         self.source_cluster_id = str(self._source_admin.list_topics(timeout=30).cluster_id)
@@ -129,6 +131,7 @@ class Replicator:
         next_discovery = time.monotonic() + DISCOVERY_INTERVAL_S
         next_commit = next_watchdog = time.monotonic()
         while not self._should_stop():
+            self._beat()
             messages = self.consumer.consume(CONSUME_BATCH, CONSUME_TIMEOUT_S)
             if messages:
                 self._replicate(messages)
