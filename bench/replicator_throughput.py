@@ -37,8 +37,8 @@ _CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--records-100b", type=int, default=300_000)
-    parser.add_argument("--records-1kib", type=int, default=100_000)
+    parser.add_argument("--records-100b", type=int, default=1_000_000)
+    parser.add_argument("--records-1kib", type=int, default=300_000)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-replicator-") as tmp:
         base = Path(tmp)

@@ -19,6 +19,7 @@ from runtime import (
     ConfigError,
     GracefulShutdown,
     Health,
+    HttpServerError,
     configure_logging,
     get_logger,
     load_settings,
@@ -47,8 +48,9 @@ def run() -> int:
     configure_logging(settings.log_level, "replicator")
     metrics = ReplicatorMetrics()
     health = Health()
-    server = serve_http(settings.metrics_port, registry=metrics.registry, health=health)
+    server = None
     try:
+        server = serve_http(settings.metrics_port, registry=metrics.registry, health=health)
         with GracefulShutdown() as shutdown:
             records = FlowRecords(settings)
             admin = AdminClient(settings.destination.client_config())
@@ -72,7 +74,7 @@ def run() -> int:
             gc.set_threshold(50_000, 50, 100)
             with heartbeat:
                 replicator.run()
-    except (ReplicatorError, KafkaException) as exc:
+    except (ReplicatorError, KafkaException, HttpServerError) as exc:
         # Fatal: say what, exit non-zero, and let the orchestrator restart us.
         log.error("replicator stopped by a fatal error", error=str(exc))
         return EXIT_FATAL

@@ -453,3 +453,41 @@ def test_the_seed_variables_replicate_one_topic_under_a_new_name(
     assert len(metadata.topics[renamed].partitions) == 3
     assert topic not in metadata.topics
     assert replicator.terminate(30) == 0
+
+
+def test_a_taken_metrics_port_stops_start_up_with_one_line(roles):
+    with socket.socket() as squatter:
+        squatter.bind(("0.0.0.0", 0))
+        squatter.listen()
+        port = squatter.getsockname()[1]
+        replicator = roles.start(
+            "replicator",
+            {
+                "KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS": "127.0.0.1:9",
+                "KAFKA_CLUSTERS_DESTINATION_BOOTSTRAP_SERVERS": "127.0.0.1:9",
+                "REPLICATION_TOPICS_INCLUDE": "x",
+                "METRICS_PORT": str(port),
+            },
+        )
+        assert replicator.wait(30) == 1
+    errors = [line for line in replicator.log_text().splitlines() if "level=error" in line]
+    assert len(errors) == 1, replicator.log_text()
+    assert f"port {port} is already in use" in errors[0]
+    assert "Traceback" not in replicator.log_text()
+
+
+def test_a_bad_setting_exits_2_with_one_line_naming_it(roles):
+    replicator = roles.start(
+        "replicator",
+        {
+            "KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS": "127.0.0.1:9",
+            "KAFKA_CLUSTERS_DESTINATION_BOOTSTRAP_SERVERS": "127.0.0.1:9",
+            "REPLICATION_STAGING_PARTITONS": "3",
+        },
+    )
+    assert replicator.wait(30) == 2
+    lines = replicator.log_text(since_start=True).strip().splitlines()
+    assert lines[-1] == (
+        "exactly replicator: configuration error: REPLICATION_STAGING_PARTITONS: unknown "
+        "variable; did you mean REPLICATION_STAGING_PARTITIONS?"
+    )
