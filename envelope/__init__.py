@@ -9,19 +9,29 @@ from envelope.model import (
     Envelope,
     SourceRecord,
 )
+from envelope.provenance import (
+    HEADER_PROVENANCE,
+    Provenance,
+    decode_provenance,
+    encode_provenance,
+)
 
 __all__ = [
     "FORMAT_VERSION",
+    "HEADER_PROVENANCE",
     "TIMESTAMP_CREATE_TIME",
     "TIMESTAMP_LOG_APPEND_TIME",
     "TIMESTAMP_NOT_AVAILABLE",
     "Envelope",
     "EnvelopeError",
     "MalformedEnvelopeError",
+    "Provenance",
     "RecordRow",
     "SourceRecord",
     "UnsupportedVersionError",
     "decode",
+    "decode_provenance",
     "encode",
+    "encode_provenance",
     "encode_rows",
 ]

@@ -24,6 +24,16 @@ def replicator() -> None:
     sys.exit(run())
 
 
+@cli.command(context_settings={"ignore_unknown_options": True})
+def deduplicator() -> None:
+    """Stage 2: staging envelopes into the original records, exactly once (environment)."""
+    from deduplicator.app import (
+        run,
+    )  # imported only when the role runs: `exactly kafka` stays quick
+
+    sys.exit(run())
+
+
 cli.add_command(kafka)
 cli.add_command(config)
 

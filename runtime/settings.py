@@ -199,6 +199,30 @@ class Settings(BaseSettings):
         alias="REPLICATION_STALL_TIMEOUT_MS",
         description="An envelope unacknowledged for this long ends the stage-1 session.",
     )
+    provenance_header: bool = Field(
+        True,
+        alias="REPLICATION_PROVENANCE_HEADER",
+        description="Stage 2 adds the exactly.origin header (source cluster, partition, offset) "
+        "to every destination record; false writes the records exactly as they were.",
+    )
+    commit_interval_ms: int = Field(
+        100,
+        ge=10,
+        alias="REPLICATION_COMMIT_INTERVAL_MS",
+        description="Stage 2 commits its transaction at least this often while records flow.",
+    )
+    commit_max_records: int = Field(
+        10000,
+        ge=1,
+        alias="REPLICATION_COMMIT_MAX_RECORDS",
+        description="... or after this many destination records, whichever comes first.",
+    )
+    on_bad_envelope: Literal["deadletter", "stop"] = Field(
+        "deadletter",
+        alias="REPLICATION_ON_BAD_ENVELOPE",
+        description="A staging record that is not a valid envelope of this flow: copy it to "
+        "__exactly.<flow>.deadletter with the reason in headers (default), or stop.",
+    )
     groups_include: Patterns = Field(
         (),
         alias="OFFSETSYNC_GROUPS_INCLUDE",

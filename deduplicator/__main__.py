@@ -1,0 +1,3 @@
+from deduplicator.app import main
+
+main()
