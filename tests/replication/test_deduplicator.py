@@ -10,6 +10,7 @@ import shutil
 import time
 
 import pytest
+from confluent_kafka import Producer
 
 from envelope import HEADER_PROVENANCE, decode_provenance
 from tests.kafka_helpers import create_topic
@@ -123,5 +124,47 @@ def test_exactly_once_through_sigkills_of_both_stages_and_a_lost_state_directory
     source = read_source(source_cluster.bootstrap_servers, tuple(topics))
     destination = _await_destination(target_cluster, source)
     assert_exactly_once(source_cluster, source, destination)
+    assert deduplicator.terminate(30) == 0
+    assert replicator.terminate(30) == 0
+
+
+def test_a_garbage_staging_record_is_dead_lettered_and_the_rest_flows_on(
+    source_cluster, target_cluster, unique_topic, roles, tmp_path
+):
+    topic = unique_topic("dlq")
+    create_topic(source_cluster.bootstrap_servers, topic, 2)
+    flow = unique_topic("flow").replace(".", "-")[-90:]
+    env = {
+        "KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS": source_cluster.bootstrap_servers,
+        "KAFKA_CLUSTERS_DESTINATION_BOOTSTRAP_SERVERS": target_cluster.bootstrap_servers,
+        "REPLICATION_TOPICS_INCLUDE": re.escape(topic),
+        "REPLICATION_FLOW": flow,
+        "METRICS_PORT": "0",
+        "STATE_DIR": str(tmp_path / "state"),
+        "REPLICATION_INSTANCE_ID": "one",
+    }
+    producer = Producer({"bootstrap.servers": source_cluster.bootstrap_servers})
+    for i in range(100):
+        producer.produce(topic, value=b"before-%d" % i, partition=i % 2)
+    assert producer.flush(30) == 0
+    replicator = roles.start("replicator", env)
+    deduplicator = roles.start("deduplicator", env)
+    deduplicator.wait_for_log("staging partitions assigned", timeout_s=60)
+    garbage = Producer({"bootstrap.servers": target_cluster.bootstrap_servers})
+    garbage.produce(f"__exactly.{flow}.staging", value=b"\x00not an envelope", partition=0)
+    assert garbage.flush(30) == 0
+    for i in range(100):
+        producer.produce(topic, value=b"after-%d" % i, partition=i % 2)
+    assert producer.flush(30) == 0
+
+    source = read_source(source_cluster.bootstrap_servers, [topic])
+    destination = _await_destination(target_cluster, source)
+    assert_exactly_once(source_cluster, source, destination)
+    dead = read_source(target_cluster.bootstrap_servers, [f"__exactly.{flow}.deadletter"])
+    records = [r for rs in dead.values() for r in rs]
+    assert [r.value for r in records] == [b"\x00not an envelope"]
+    reason = dict(records[0].headers)["exactly.reason"].decode()
+    assert reason.startswith("not an envelope:")
+    assert "dead-lettered" in deduplicator.log_text()
     assert deduplicator.terminate(30) == 0
     assert replicator.terminate(30) == 0
