@@ -8,29 +8,18 @@ import socket
 import sys
 import time
 
-from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client import CollectorRegistry
 
 from deduplicator.errors import DeduplicatorError
 from deduplicator.loop import Deduplicator
-from runtime import (
-    ConfigError,
-    GracefulShutdown,
-    Health,
-    HttpServerError,
-    configure_logging,
-    get_logger,
-    load_settings,
-    serve_http,
-)
+from runtime import GracefulShutdown, Health, Settings, get_logger
 from runtime.liveness import Heartbeat
+from runtime.role import freeze_startup_garbage, run_role
+from runtime.topics import ensure_topic
 
 log = get_logger("deduplicator")
 
-LOOP_SILENCE_S = 120.0
-EXIT_FATAL = 1
-EXIT_CONFIG = 2
 _STAGING_WAIT_S = 600.0
 _TIMEOUT_S = 30.0
 
@@ -40,51 +29,35 @@ def main() -> None:
 
 
 def run() -> int:
-    try:
-        settings = load_settings()
-    except ConfigError as exc:
-        print(f"exactly deduplicator: configuration error: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
-    configure_logging(settings.log_level, "deduplicator")
-    health = Health()
-    server = None
-    try:
-        server = serve_http(settings.metrics_port, registry=CollectorRegistry(), health=health)
-        with GracefulShutdown() as shutdown:
-            admin = AdminClient(settings.destination.client_config())
-            partitions = _await_staging(admin, settings.staging_topic_name, shutdown)
-            if partitions is None:
-                return 0
-            changelog = f"__exactly.{settings.flow}.changelog"
-            deadletter = f"__exactly.{settings.flow}.deadletter"
-            _ensure(
-                admin, NewTopic(changelog, partitions, -1, config={"cleanup.policy": "compact"})
-            )
-            _ensure(admin, NewTopic(deadletter, 1, -1))
-            heartbeat = Heartbeat(health, LOOP_SILENCE_S)
-            deduplicator = Deduplicator(
-                settings,
-                settings.instance_id or socket.gethostname(),
-                changelog,
-                deadletter,
-                lambda: shutdown.requested,
-                heartbeat.beat,
-            )
-            health.set_ready(True)
-            log.info(
-                "deduplicator started", flow=settings.flow, staging=settings.staging_topic_name
-            )
-            with heartbeat:
-                deduplicator.run()
-            log.info("deduplicator counts", **deduplicator.counts)
-    except (DeduplicatorError, KafkaException, HttpServerError) as exc:
-        log.error("deduplicator stopped by a fatal error", error=str(exc))
-        return EXIT_FATAL
-    finally:
-        if server is not None:
-            server.close()
-    log.info("deduplicator stopped cleanly")
-    return 0
+    def work(
+        settings: Settings, health: Health, shutdown: GracefulShutdown, heartbeat: Heartbeat
+    ) -> None:
+        admin = AdminClient(settings.destination.client_config())
+        partitions = _await_staging(admin, settings.staging_topic_name, shutdown)
+        if partitions is None:
+            return
+        changelog = f"__exactly.{settings.flow}.changelog"
+        deadletter = f"__exactly.{settings.flow}.deadletter"
+        ensure_topic(
+            admin, NewTopic(changelog, partitions, -1, config={"cleanup.policy": "compact"})
+        )
+        ensure_topic(admin, NewTopic(deadletter, 1, -1))
+        deduplicator = Deduplicator(
+            settings,
+            settings.instance_id or socket.gethostname(),
+            changelog,
+            deadletter,
+            lambda: shutdown.requested,
+            heartbeat.beat,
+        )
+        health.set_ready(True)
+        log.info("deduplicator started", flow=settings.flow, staging=settings.staging_topic_name)
+        freeze_startup_garbage()
+        with heartbeat:
+            deduplicator.run()
+        log.info("deduplicator counts", **deduplicator.counts)
+
+    return run_role("deduplicator", work, registry=CollectorRegistry(), fatal=(DeduplicatorError,))
 
 
 def _await_staging(admin: AdminClient, staging: str, shutdown: GracefulShutdown) -> int | None:
@@ -104,18 +77,3 @@ def _await_staging(admin: AdminClient, staging: str, shutdown: GracefulShutdown)
             )
         shutdown.wait(1.0)
     return None
-
-
-def _ensure(admin: AdminClient, topic: NewTopic) -> None:
-    try:
-        admin.create_topics([topic])[topic.topic].result(timeout=_TIMEOUT_S)
-    except KafkaException as exc:
-        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-            raise
-    deadline = time.monotonic() + _TIMEOUT_S
-    while time.monotonic() < deadline:
-        found = admin.list_topics(topic.topic, timeout=_TIMEOUT_S).topics.get(topic.topic)
-        if found and found.partitions and all(p.leader >= 0 for p in found.partitions.values()):
-            return
-        time.sleep(0.1)
-    raise DeduplicatorError(f"topic {topic.topic} has no leader for every partition")

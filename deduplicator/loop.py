@@ -334,7 +334,8 @@ class Deduplicator:
             StateStore.destroy(directory)
             store = StateStore.open(directory)
         started = time.monotonic()
-        start = (store.changelog_offset() or -1) + 1
+        reflected = store.changelog_offset()
+        start = 0 if reflected is None else reflected + 1
         restored = store.restore(self._changelog_tail(partition, start))
         log.info(
             "state restored",

@@ -37,7 +37,7 @@ from replicator.topics import (
     describe_source_topics,
     ensure_destination,
 )
-from runtime import ErrorClass, Settings, classify, get_logger
+from runtime import ErrorClass, ExactlyError, Settings, classify, get_logger
 
 log = get_logger(__name__)
 _LIBRDKAFKA_LOG = logging.getLogger("librdkafka")
@@ -486,7 +486,7 @@ class Replicator:
             if known is None or known.partitions != topic.partitions:
                 try:
                     ensure_destination(self._target_admin, topic)
-                except (KafkaException, TopicSetupError) as exc:
+                except (KafkaException, TopicSetupError, ExactlyError) as exc:
                     log.warning("destination topic not ready; retrying", topic=name, error=str(exc))
                     found.pop(name)
                     if known is not None:

@@ -8,11 +8,9 @@ replicated history disappears (DESIGN.md §9: old timestamps vanish under a defa
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 from confluent_kafka import (
-    KafkaError,
     KafkaException,
     TopicCollection,
 )
@@ -22,6 +20,7 @@ from replicator.errors import StagingMismatchError, TopicSetupError
 from replicator.flowrecords import FlowRecords
 from replicator.lanes import LANE_FUNCTION
 from runtime import Settings, get_logger
+from runtime.topics import ensure_topic
 
 log = get_logger(__name__)
 
@@ -114,7 +113,7 @@ def ensure_destination(admin: AdminClient, topic: SourceTopic) -> None:
             replication_factor=-1,
             config={k: v for k, v in topic.configs.items() if v is not None},
         )
-        _create(admin, new)
+        ensure_topic(admin, new)
         log.info(
             "destination topic created",
             topic=topic.destination,
@@ -150,12 +149,12 @@ def ensure_staging(admin: AdminClient, settings: Settings, records: FlowRecords)
     source partitions to other lanes, so start-up stops instead.
     """
     name = settings.staging_topic_name
-    records.load(admin, lambda topic: _create(admin, topic))
+    records.load(admin, lambda topic: ensure_topic(admin, topic))
     recorded = records.lanes
     staging = admin.list_topics(timeout=_TIMEOUT_S).topics.get(name)
     if staging is None:
         partitions = recorded["partitions"] if recorded else settings.staging_partitions
-        _create(
+        ensure_topic(
             admin,
             NewTopic(
                 name,
@@ -187,34 +186,6 @@ def _max_message_bytes(admin: AdminClient, topic: str) -> int:
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
     entries = next(iter(admin.describe_configs([resource]).values())).result(timeout=_TIMEOUT_S)
     return int(entries["max.message.bytes"].value)
-
-
-def _create(admin: AdminClient, topic: NewTopic) -> None:
-    futures = admin.create_topics([topic])
-    try:
-        futures[topic.topic].result(timeout=_TIMEOUT_S)
-    except KafkaException as exc:
-        # Another instance of the flow may have created it a moment ago: that is success.
-        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-            raise TopicSetupError(f"could not create topic {topic.topic}: {exc}") from exc
-    _await_leaders(admin, topic.topic)
-
-
-def _await_leaders(admin: AdminClient, topic: str) -> None:
-    # The controller acknowledges a new topic before the brokers lead its partitions; reading
-    # or describing it in that moment fails with "unknown partition".
-    deadline = time.monotonic() + _TIMEOUT_S
-    while time.monotonic() < deadline:
-        found = admin.list_topics(topic, timeout=_TIMEOUT_S).topics.get(topic)
-        if (
-            found is not None
-            and found.error is None
-            and found.partitions
-            and all(p.leader >= 0 for p in found.partitions.values())
-        ):
-            return
-        time.sleep(0.1)
-    raise TopicSetupError(f"topic {topic} has partitions without a leader after {_TIMEOUT_S} s")
 
 
 def _await(futures: dict, what: str) -> None:

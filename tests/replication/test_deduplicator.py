@@ -124,6 +124,9 @@ def test_exactly_once_through_sigkills_of_both_stages_and_a_lost_state_directory
     source = read_source(source_cluster.bootstrap_servers, tuple(topics))
     destination = _await_destination(target_cluster, source)
     assert_exactly_once(source_cluster, source, destination)
+    # Every restart came back by itself: no fatal exit (a crash loop) on the way.
+    for role in (deduplicator, replicator):
+        assert "stopped by a fatal error" not in role.log_text(), role.log_tail()
     assert deduplicator.terminate(30) == 0
     assert replicator.terminate(30) == 0
 

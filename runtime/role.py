@@ -1,0 +1,67 @@
+"""What every role process does around its work (DESIGN.md §7): configuration from the
+environment (one line and exit 2 when it is wrong), logging, metrics and health over HTTP,
+SIGTERM drain, liveness from the loop's heartbeat, and exit 1 for a fatal error so that the
+orchestrator restarts the process."""
+
+from __future__ import annotations
+
+import gc
+import sys
+from collections.abc import Callable
+
+from confluent_kafka import KafkaException
+from prometheus_client import CollectorRegistry
+
+from runtime.errors import ConfigError, ExactlyError
+from runtime.http import Health, serve_http
+from runtime.liveness import Heartbeat
+from runtime.logs import configure_logging, get_logger
+from runtime.settings import Settings, load_settings
+from runtime.shutdown import GracefulShutdown
+
+EXIT_FATAL = 1
+EXIT_CONFIG = 2
+# Longer than anything a role loop may legitimately wait for (admin calls, rebalance flushes).
+LOOP_SILENCE_S = 120.0
+
+Work = Callable[[Settings, Health, GracefulShutdown, Heartbeat], None]
+
+
+def run_role(
+    role: str,
+    work: Work,
+    *,
+    registry: CollectorRegistry,
+    fatal: tuple[type[BaseException], ...] = (),
+) -> int:
+    """Run `work` as the process's role; returns the exit status."""
+    try:
+        settings = load_settings()
+    except ConfigError as exc:
+        print(f"exactly {role}: configuration error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    configure_logging(settings.log_level, role)
+    log = get_logger(role)
+    health = Health()
+    server = None
+    try:
+        server = serve_http(settings.metrics_port, registry=registry, health=health)
+        with GracefulShutdown() as shutdown:
+            work(settings, health, shutdown, Heartbeat(health, LOOP_SILENCE_S))
+    except (*fatal, KafkaException, ExactlyError) as exc:
+        log.error(f"{role} stopped by a fatal error", error=str(exc))
+        return EXIT_FATAL
+    finally:
+        if server is not None:
+            server.close()
+    log.info(f"{role} stopped cleanly")
+    return 0
+
+
+def freeze_startup_garbage() -> None:
+    """DESIGN.md §10: keep the collector out of the hot loop. Everything made during start-up is
+    long-lived; freezing it spares every collection from scanning it, and the loop's own garbage
+    (message rows, envelopes) is freed by reference counting."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(50_000, 50, 100)
