@@ -18,6 +18,7 @@ from deduplicator.state import StateStore
 from envelope import EnvelopeError, decode, encode_provenance
 from envelope.provenance import HEADER_PROVENANCE
 from runtime import ErrorClass, Settings, classify, get_logger
+from runtime.role import static_membership
 
 log = get_logger(__name__)
 _LIBRDKAFKA_LOG = logging.getLogger("librdkafka")
@@ -52,6 +53,7 @@ class Deduplicator:
         self._in_transaction = False
         self._began = 0.0
         self._produced = 0
+        self._destinations: dict[str, str | None] = {}
         self.counts = {"written": 0, "duplicates": 0, "orphans": 0, "stale": 0, "dead": 0}
         self.consumer = Consumer(
             {
@@ -63,13 +65,7 @@ class Deduplicator:
                 # A new flow reads staging from its beginning (stage 1 wrote it for us).
                 "auto.offset.reset": "earliest",
                 "logger": _LIBRDKAFKA_LOG,
-                # Static membership with REPLICATION_INSTANCE_ID: a restarted instance takes
-                # its partitions back at once instead of after the session timeout.
-                **(
-                    {"group.instance.id": f"exactly.{settings.flow}.deduplicator.{instance_id}"}
-                    if settings.instance_id
-                    else {}
-                ),
+                **static_membership(settings, "deduplicator"),
             }
         )
         self.producer = Producer(
@@ -130,7 +126,7 @@ class Deduplicator:
         except EnvelopeError as exc:
             self._dead_letter(message, f"not an envelope: {exc}")
             return
-        destination = self.settings.destination_topic(envelope.topic)
+        destination = self._destination(envelope.topic)
         if destination is None:
             self._dead_letter(message, f"topic {envelope.topic} is not replicated by this flow")
             return
@@ -178,6 +174,12 @@ class Deduplicator:
         self.counts["written"] += len(verdict.accepted)
         if verdict.accepted:
             self._pending[key] = (partition, verdict.state)
+
+    def _destination(self, topic: str) -> str | None:
+        # Per envelope on the hot path: the include/exclude regexes run once per source topic.
+        if topic not in self._destinations:
+            self._destinations[topic] = self.settings.destination_topic(topic)
+        return self._destinations[topic]
 
     def _produce(self, topic: str, **kwargs: object) -> None:
         while True:

@@ -38,6 +38,7 @@ from replicator.topics import (
     ensure_destination,
 )
 from runtime import ErrorClass, ExactlyError, Settings, classify, get_logger
+from runtime.role import static_membership
 
 log = get_logger(__name__)
 _LIBRDKAFKA_LOG = logging.getLogger("librdkafka")
@@ -102,7 +103,7 @@ class Replicator:
             "partition.assignment.strategy": "cooperative-sticky",
             "error_cb": self._on_consumer_error,
             "logger": _LIBRDKAFKA_LOG,
-            **static_membership(self.settings),
+            **static_membership(self.settings, "replicator"),
         }
 
     def _new_producer(self) -> Producer:
@@ -584,11 +585,3 @@ class Replicator:
         self._commit(asynchronous=False)
         self.consumer.close()
         log.info("drained")
-
-
-def static_membership(settings: Settings) -> dict[str, str]:
-    """group.instance.id when REPLICATION_INSTANCE_ID is set: a restarted instance takes its
-    partitions back at once instead of waiting for the group's session timeout."""
-    if settings.instance_id is None:
-        return {}
-    return {"group.instance.id": f"exactly.{settings.flow}.replicator.{settings.instance_id}"}

@@ -65,3 +65,11 @@ def freeze_startup_garbage() -> None:
     gc.collect()
     gc.freeze()
     gc.set_threshold(50_000, 50, 100)
+
+
+def static_membership(settings: Settings, role: str) -> dict[str, str]:
+    """group.instance.id when REPLICATION_INSTANCE_ID is set: a restarted instance takes its
+    partitions back at once instead of waiting for the group's session timeout."""
+    if settings.instance_id is None:
+        return {}
+    return {"group.instance.id": f"exactly.{settings.flow}.{role}.{settings.instance_id}"}
