@@ -9,10 +9,10 @@ import sys
 import time
 
 from confluent_kafka.admin import AdminClient, NewTopic
-from prometheus_client import CollectorRegistry
 
 from deduplicator.errors import DeduplicatorError
 from deduplicator.loop import Deduplicator
+from deduplicator.metrics import DeduplicatorMetrics
 from runtime import GracefulShutdown, Health, Settings, get_logger
 from runtime.liveness import Heartbeat
 from runtime.role import freeze_startup_garbage, run_role
@@ -29,6 +29,8 @@ def main() -> None:
 
 
 def run() -> int:
+    metrics = DeduplicatorMetrics()
+
     def work(
         settings: Settings, health: Health, shutdown: GracefulShutdown, heartbeat: Heartbeat
     ) -> None:
@@ -47,6 +49,7 @@ def run() -> int:
             settings.instance_id or socket.gethostname(),
             changelog,
             deadletter,
+            metrics,
             lambda: shutdown.requested,
             heartbeat.beat,
         )
@@ -55,9 +58,19 @@ def run() -> int:
         freeze_startup_garbage()
         with heartbeat:
             deduplicator.run()
-        log.info("deduplicator counts", **deduplicator.counts)
+        log.info("deduplicator counts", **_totals(metrics))
 
-    return run_role("deduplicator", work, registry=CollectorRegistry(), fatal=(DeduplicatorError,))
+    return run_role("deduplicator", work, registry=metrics.registry, fatal=(DeduplicatorError,))
+
+
+def _totals(metrics: DeduplicatorMetrics) -> dict[str, int]:
+    """This process's lifetime counts, for its last log line."""
+    totals: dict[str, int] = {}
+    for family in metrics.registry.collect():
+        if family.type == "counter" and family.name != "exactly_deduplicator_client_errors":
+            name = family.name.removeprefix("exactly_deduplicator_")
+            totals[name] = int(sum(s.value for s in family.samples if s.name.endswith("_total")))
+    return totals
 
 
 def _await_staging(admin: AdminClient, staging: str, shutdown: GracefulShutdown) -> int | None:

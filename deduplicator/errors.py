@@ -1,7 +1,9 @@
 """Errors of stage 2.
 
 DeduplicatorError
-└── StateStoreError   the local RocksDB copy of the dedup state cannot be opened, read or written
+├── StateStoreError         local RocksDB state cannot be opened, read or written
+├── TransactionFailedError  a transaction cannot complete: abort it, go on from the commit
+└── RestoreTimeoutError     a partition's state was not restored within the rebalance deadline
 """
 
 from __future__ import annotations
@@ -16,4 +18,17 @@ class StateStoreError(DeduplicatorError):
 
     An unusable store is only a lost cache: delete its directory and restore it from the
     changelog topic from the beginning (DESIGN.md §3).
+    """
+
+
+class TransactionFailedError(DeduplicatorError):
+    """The open transaction cannot commit (records unacknowledged, a retriable error past its
+    deadline): abort, rewind to the committed offsets and go on. Nothing of it becomes visible."""
+
+
+class RestoreTimeoutError(DeduplicatorError):
+    """Restoring state did not finish within the deadline of the rebalance callback.
+
+    Fatal for the process, never for the data: restore writes RocksDB in batches that carry their
+    changelog offset, so the restarted process resumes where this one stopped.
     """

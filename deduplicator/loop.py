@@ -7,17 +7,22 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
-from deduplicator.errors import DeduplicatorError
+from deduplicator.errors import DeduplicatorError, RestoreTimeoutError, TransactionFailedError
+from deduplicator.metrics import DeduplicatorMetrics
 from deduplicator.rule import PartitionState, encode_state, judge, state_key
 from deduplicator.state import StateStore
 from envelope import EnvelopeError, decode, encode_provenance
+from envelope.model import TIMESTAMP_NOT_AVAILABLE
 from envelope.provenance import HEADER_PROVENANCE
 from runtime import ErrorClass, Settings, classify, get_logger
+from runtime.errors import FencedError
+from runtime.kafka_errors import to_client_error
 from runtime.role import static_membership
 
 log = get_logger(__name__)
@@ -26,7 +31,17 @@ _LIBRDKAFKA_LOG = logging.getLogger("librdkafka")
 CONSUME_BATCH = 2000
 CONSUME_TIMEOUT_S = 0.1
 TXN_TIMEOUT_S = 30.0
-RESTORE_POLL_S = 1.0
+TRANSACTION_TIMEOUT_MS = 60000
+# How long a retriable error of one transactional call is retried before the transaction is
+# given up (aborted) or, for the commit itself, the process restarts from the committed truth.
+RETRY_DEADLINE_S = TRANSACTION_TIMEOUT_MS / 1000
+RETRY_BACKOFF_S = 0.5
+RESTORE_POLL_S = 0.05
+RESTORE_BATCH = 1000
+# Restore runs inside the assignment callback, where librdkafka's max.poll.interval.ms (300 s by
+# default) keeps counting: past this deadline the process exits and its successor resumes the
+# restore from the batch it reached, rather than being evicted from the group mid-restore.
+RESTORE_DEADLINE_S = 120.0
 MAX_RECORD_BYTES = 64 * 1024 * 1024
 
 
@@ -37,24 +52,28 @@ class Deduplicator:
         instance_id: str,
         changelog_topic: str,
         deadletter_topic: str,
+        metrics: DeduplicatorMetrics,
         should_stop: Callable[[], bool],
         beat: Callable[[], None] = lambda: None,
     ) -> None:
         self.settings = settings
         self.changelog_topic = changelog_topic
         self.deadletter_topic = deadletter_topic
+        self.metrics = metrics
         self._should_stop = should_stop
         self._beat = beat
         self._state_root = Path(settings.state_dir) / settings.flow
+        self._transactional_id = f"exactly.{settings.flow}.deduplicator.{instance_id}"
         self.stores: dict[int, StateStore] = {}
-        # The open transaction: destination records produced, states changed, offsets consumed.
+        # The open transaction: states changed, staging offsets consumed, size, record times.
         self._pending: dict[bytes, tuple[int, PartitionState]] = {}
         self._offsets: dict[int, int] = {}
         self._in_transaction = False
         self._began = 0.0
         self._produced = 0
+        self._bytes = 0
+        self._timestamps: list[int] = []
         self._destinations: dict[str, str | None] = {}
-        self.counts = {"written": 0, "duplicates": 0, "orphans": 0, "stale": 0, "dead": 0}
         self.consumer = Consumer(
             {
                 **settings.destination.client_config(),
@@ -65,49 +84,66 @@ class Deduplicator:
                 # A new flow reads staging from its beginning (stage 1 wrote it for us).
                 "auto.offset.reset": "earliest",
                 "logger": _LIBRDKAFKA_LOG,
+                "error_cb": self._client_error,
                 **static_membership(settings, "deduplicator"),
             }
         )
-        self.producer = Producer(
+        self.producer = self._new_producer()
+
+    def _new_producer(self) -> Producer:
+        """The transactional producer, initialised (invariant 6: a stable id per instance;
+        init_transactions fences every earlier producer of the id and ends its transaction)."""
+        producer = Producer(
             {
-                **settings.destination.client_config(),
-                # Invariant 6: a stable id per instance; init_transactions fences a zombie.
-                "transactional.id": f"exactly.{settings.flow}.deduplicator.{instance_id}",
-                "transaction.timeout.ms": 60000,
+                **self.settings.destination.client_config(),
+                "transactional.id": self._transactional_id,
+                "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS,
                 "linger.ms": 5,
                 # A destination record is as large as its source allowed (max.message.bytes is
                 # mirrored per topic); the broker, not this client, enforces each topic's limit.
                 "message.max.bytes": MAX_RECORD_BYTES,
                 "logger": _LIBRDKAFKA_LOG,
+                "error_cb": self._client_error,
             }
         )
+        self._retrying("init_transactions", lambda: producer.init_transactions(TXN_TIMEOUT_S))
+        return producer
+
+    def _client_error(self, error: KafkaError) -> None:
+        self.metrics.client_errors.labels(error.name()).inc()
+        if classify(error) is ErrorClass.FATAL:
+            log.error("kafka client error", code=error.name(), error=error.str())
 
     # -- the loop -----------------------------------------------------------------------------
 
     def run(self) -> None:
-        self.producer.init_transactions(TXN_TIMEOUT_S)
         self.consumer.subscribe(
             [self.settings.staging_topic_name],
             on_assign=self._on_assign,
             on_revoke=self._on_revoke,
             on_lost=self._on_lost,
         )
+        settings = self.settings
+        interval_s = settings.commit_interval_ms / 1000
         try:
             while not self._should_stop():
                 self._beat()
                 for message in self.consumer.consume(CONSUME_BATCH, CONSUME_TIMEOUT_S):
                     self._process(message)
                 if self._in_transaction and (
-                    time.monotonic() - self._began >= self.settings.commit_interval_ms / 1000
-                    or self._produced >= self.settings.commit_max_records
+                    time.monotonic() - self._began >= interval_s
+                    or self._produced >= settings.commit_max_records
+                    or self._bytes >= settings.commit_max_bytes
                 ):
                     self._commit_or_recover()
             if self._in_transaction:
                 self._commit_or_recover()
         finally:
             self.consumer.close()
+            self.producer.close()
             for store in self.stores.values():
                 store.close()
+            self.stores.clear()
 
     def _process(self, message: Message) -> None:
         error = message.error()
@@ -121,8 +157,10 @@ class Deduplicator:
             return  # revoked within this batch: its next owner reads it from the commit point
         self._begin()
         self._offsets[partition] = message.offset() + 1
+        value = message.value() or b""
+        self._bytes += len(value)
         try:
-            envelope = decode(message.value() or b"")
+            envelope = decode(value)
         except EnvelopeError as exc:
             self._dead_letter(message, f"not an envelope: {exc}")
             return
@@ -134,10 +172,11 @@ class Deduplicator:
         pending = self._pending.get(key)
         state = pending[1] if pending else self.stores[partition].get(key)
         verdict = judge(state, envelope)
-        self.counts["duplicates"] += verdict.duplicates
+        if verdict.duplicates:
+            self.metrics.duplicates.inc(verdict.duplicates)
         if verdict.orphan:
             # Invariant 4: a gap in stage 1's session; the resend heals it. Never written.
-            self.counts["orphans"] += 1
+            self.metrics.orphans.inc()
             log.warning(
                 "orphan envelope not written",
                 topic=envelope.topic,
@@ -148,7 +187,9 @@ class Deduplicator:
             )
             return
         if verdict.stale:
-            self.counts["stale"] += 1
+            self.metrics.stale.inc(verdict.duplicates)
+            return
+        if not verdict.accepted:
             return
         add_provenance = self.settings.provenance_header
         for record in verdict.accepted:
@@ -171,9 +212,11 @@ class Deduplicator:
                 headers=headers,
             )
         self._produced += len(verdict.accepted)
-        self.counts["written"] += len(verdict.accepted)
-        if verdict.accepted:
-            self._pending[key] = (partition, verdict.state)
+        self.metrics.records_written.labels(destination).inc(len(verdict.accepted))
+        last = verdict.accepted[-1]
+        if last.timestamp_type != TIMESTAMP_NOT_AVAILABLE:
+            self._timestamps.append(last.timestamp)
+        self._pending[key] = (partition, verdict.state)
 
     def _destination(self, topic: str) -> str | None:
         # Per envelope on the hot path: the include/exclude regexes run once per source topic.
@@ -196,7 +239,7 @@ class Deduplicator:
                 f"staging record at partition {message.partition()} offset {message.offset()}: "
                 f"{reason}"
             )
-        self.counts["dead"] += 1
+        self.metrics.dead_letters.inc()
         self._produce(
             self.deadletter_topic,
             value=message.value(),
@@ -218,7 +261,6 @@ class Deduplicator:
             self.producer.begin_transaction()
             self._in_transaction = True
             self._began = time.monotonic()
-            self._produced = 0
 
     # -- the commit protocol ------------------------------------------------------------------
 
@@ -230,11 +272,16 @@ class Deduplicator:
         2. Flush: every record of the transaction is acknowledged; any failure raises and the
            transaction aborts (no per-record callback: the commit is the acknowledgement).
         3. Add the staging offsets with the consumer group metadata (invariant 6: a zombie, whose
-           generation is stale, cannot commit).
-        4. Commit the transaction: output, offsets and state become visible at once.
+           generation is stale, cannot commit). Retriable errors are retried until
+           RETRY_DEADLINE_S, then the transaction aborts.
+        4. Commit the transaction: output, offsets and state become visible at once. A retriable
+           error is retried; if it persists, the outcome is unknown (the coordinator may have
+           committed), so the process stops and its successor restores from the changelog
+           instead of guessing (invariant 5).
         5. Only then write RocksDB, one write batch per staging partition, with the changelog
            offset it reflects (invariant 5: a crash before this step restores from Kafka).
         """
+        started = time.monotonic()
         changelog_offsets: dict[int, int] = {}
         failures: list[str] = []
 
@@ -256,42 +303,95 @@ class Deduplicator:
                 on_delivery=delivered,
             )
         if self.producer.flush(TXN_TIMEOUT_S) != 0 or failures:  # step 2
-            raise DeduplicatorError(f"transaction records not acknowledged: {failures[:3]}")
+            raise TransactionFailedError(f"transaction records not acknowledged: {failures[:3]}")
         offsets = [
             TopicPartition(self.settings.staging_topic_name, partition, offset)
             for partition, offset in self._offsets.items()
         ]
-        self.producer.send_offsets_to_transaction(  # step 3
-            offsets, self.consumer.consumer_group_metadata(), TXN_TIMEOUT_S
+        group = self.consumer.consumer_group_metadata()
+        self._retrying(  # step 3
+            "send_offsets_to_transaction",
+            lambda: self.producer.send_offsets_to_transaction(offsets, group, TXN_TIMEOUT_S),
         )
-        self.producer.commit_transaction(TXN_TIMEOUT_S)  # step 4
+        try:  # step 4
+            self._retrying(
+                "commit_transaction", lambda: self.producer.commit_transaction(TXN_TIMEOUT_S)
+            )
+        except TransactionFailedError as exc:
+            raise DeduplicatorError(f"outcome of the transaction commit unknown: {exc}") from exc
+        committed_at = time.time()
         by_partition: dict[int, dict[bytes, PartitionState]] = {}
         for key, (partition, state) in self._pending.items():
             by_partition.setdefault(partition, {})[key] = state
         for partition, states in by_partition.items():  # step 5
             self.stores[partition].commit(states, changelog_offsets[partition])
+        self._observe_commit(started, committed_at)
         self._reset_transaction()
+
+    def _observe_commit(self, started: float, committed_at: float) -> None:
+        self.metrics.transactions.labels("committed").inc()
+        self.metrics.commit_seconds.observe(time.monotonic() - started)
+        now_ms = committed_at * 1000
+        for timestamp in self._timestamps:
+            self.metrics.record_age.observe(max(0.0, (now_ms - timestamp) / 1000))
+
+    def _retrying(self, operation: str, call: Callable[[], object]) -> None:
+        """Call again while the error is retriable, up to RETRY_DEADLINE_S (then
+        TransactionFailedError); abortable and fatal errors raise at once, as KafkaException."""
+        deadline = time.monotonic() + RETRY_DEADLINE_S
+        while True:
+            try:
+                call()
+                return
+            except KafkaException as exc:
+                error = _kafka_error(exc)
+                if error is None or classify(error) is not ErrorClass.RETRIABLE:
+                    raise
+                if time.monotonic() > deadline:
+                    raise TransactionFailedError(
+                        f"{operation}: {error.str()} (retried for {RETRY_DEADLINE_S:.0f} s)"
+                    ) from exc
+                log.warning("retrying", operation=operation, error=error.str())
+                time.sleep(RETRY_BACKOFF_S)
 
     def _commit_or_recover(self) -> None:
         try:
             self._commit()
-        except (KafkaException, DeduplicatorError) as exc:
-            error = exc.args[0] if isinstance(exc, KafkaException) else None
+        except (KafkaException, TransactionFailedError) as exc:
+            error = _kafka_error(exc)
             if error is not None and classify(error) is ErrorClass.FATAL:
                 raise
             # Abortable: abort, rewind staging to the committed offsets, and forget the
             # uncommitted state (RocksDB holds only committed state).
             log.warning("transaction aborted", error=str(exc))
+            self._abort()
+            self._rewind()
+
+    def _abort(self) -> None:
+        self.metrics.transactions.labels("aborted").inc()
+        try:
             self.producer.flush(TXN_TIMEOUT_S)  # DESIGN.md §9: an abort after a flush succeeds
             self.producer.abort_transaction(TXN_TIMEOUT_S)
+        except KafkaException as exc:
+            error = _kafka_error(exc)
+            if error is not None and isinstance(to_client_error(error), FencedError):
+                raise
+            # DESIGN.md §9 (librdkafka #4849), or a broker away past the timeout: a new producer
+            # of the same transactional.id fences this one and ends its transaction on the
+            # broker, so nothing of it can become visible (invariant 6). Never a crash loop.
+            log.warning("abort failed; replacing the transactional producer", error=str(exc))
+            self.producer.close()
+            self.producer = self._new_producer()
+        finally:
             self._reset_transaction()
-            self._rewind()
 
     def _reset_transaction(self) -> None:
         self._pending.clear()
         self._offsets.clear()
+        self._timestamps.clear()
         self._in_transaction = False
         self._produced = 0
+        self._bytes = 0
 
     def _rewind(self) -> None:
         assigned = self.consumer.assignment()
@@ -302,31 +402,34 @@ class Deduplicator:
     # -- partitions ---------------------------------------------------------------------------
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        for tp in partitions:
-            self.stores[tp.partition] = self._open_store(tp.partition)
+        deadline = time.monotonic() + RESTORE_DEADLINE_S
+        with self._changelog_reader() as reader:
+            for tp in partitions:
+                self.stores[tp.partition] = self._open_store(reader, tp.partition, deadline)
+        self.metrics.assigned_partitions.set(len(self.stores))
         log.info("staging partitions assigned", partitions=[tp.partition for tp in partitions])
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         if self._in_transaction:
             self._commit_or_recover()
-        for tp in partitions:
-            store = self.stores.pop(tp.partition, None)
-            if store is not None:
-                store.close()
+        self._release(partitions)
         log.info("staging partitions revoked", partitions=[tp.partition for tp in partitions])
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         # Our generation is gone: the open transaction cannot commit (invariant 6); abort it.
         if self._in_transaction:
-            self.producer.abort_transaction(TXN_TIMEOUT_S)
-            self._reset_transaction()
+            self._abort()
+        self._release(partitions)
+        log.warning("staging partitions lost", partitions=[tp.partition for tp in partitions])
+
+    def _release(self, partitions: list[TopicPartition]) -> None:
         for tp in partitions:
             store = self.stores.pop(tp.partition, None)
             if store is not None:
                 store.close()
-        log.warning("staging partitions lost", partitions=[tp.partition for tp in partitions])
+        self.metrics.assigned_partitions.set(len(self.stores))
 
-    def _open_store(self, partition: int) -> StateStore:
+    def _open_store(self, reader: Consumer, partition: int, deadline: float) -> StateStore:
         """The partition's RocksDB, brought up to date from the changelog (the truth)."""
         directory = self._state_root / str(partition)
         try:
@@ -335,46 +438,77 @@ class Deduplicator:
             log.warning("state store unusable; restoring from the changelog", error=str(exc))
             StateStore.destroy(directory)
             store = StateStore.open(directory)
-        started = time.monotonic()
-        reflected = store.changelog_offset()
-        start = 0 if reflected is None else reflected + 1
-        restored = store.restore(self._changelog_tail(partition, start))
+        try:
+            started = time.monotonic()
+            reflected = store.changelog_offset()
+            start = 0 if reflected is None else reflected + 1
+            restored = store.restore(self._changelog_tail(reader, partition, start, deadline))
+        except BaseException:
+            store.close()  # released on every path: the next owner of the directory opens it
+            raise
+        seconds = time.monotonic() - started
+        self.metrics.restore_seconds.observe(seconds)
+        self.metrics.restored_records.inc(restored)
         log.info(
             "state restored",
             partition=partition,
             from_offset=start,
             records=restored,
-            seconds=round(time.monotonic() - started, 2),
+            seconds=round(seconds, 2),
         )
         return store
 
-    def _changelog_tail(self, partition: int, start: int):  # noqa: ANN202 - a generator
+    @contextmanager
+    def _changelog_reader(self) -> Iterator[Consumer]:
         reader = Consumer(
             {
                 **self.settings.destination.client_config(),
                 "group.id": f"exactly.{self.settings.flow}.changelog-reader",
                 "enable.auto.commit": False,
                 "isolation.level": "read_committed",
+                # A tail that is only a transaction marker returns no record: answer at once
+                # instead of the broker's default 500 ms wait, per partition, inside on_assign.
+                "fetch.wait.max.ms": 10,
                 "logger": _LIBRDKAFKA_LOG,
             }
         )
         try:
-            tp = TopicPartition(self.changelog_topic, partition)
-            _low, end = reader.get_watermark_offsets(tp, timeout=TXN_TIMEOUT_S, cached=False)
-            if start >= end:
-                return
-            reader.assign([TopicPartition(self.changelog_topic, partition, start)])
+            yield reader
+        finally:
+            reader.close()
+
+    def _changelog_tail(
+        self, reader: Consumer, partition: int, start: int, deadline: float
+    ) -> Iterator[tuple[bytes, bytes | None, int]]:
+        tp = TopicPartition(self.changelog_topic, partition)
+        _low, end = reader.get_watermark_offsets(tp, timeout=TXN_TIMEOUT_S, cached=False)
+        if start >= end:
+            return
+        reader.assign([TopicPartition(self.changelog_topic, partition, start)])
+        try:
             while True:
+                # Position, not the last offset read: read_committed skips markers and aborted
+                # records (the position passes them on the next consume), so the last readable
+                # record may lie below `end`.
                 position = reader.position([tp])[0].offset
                 if position >= end:
                     return
-                message = reader.poll(RESTORE_POLL_S)
-                if message is None:
-                    continue
-                if message.error():
-                    raise KafkaException(message.error())
-                yield message.key(), message.value(), message.offset()
-                if message.offset() >= end - 1:
-                    return
+                if time.monotonic() > deadline:
+                    raise RestoreTimeoutError(
+                        f"restore of staging partition {partition} reached changelog offset "
+                        f"{position} of {end} within {RESTORE_DEADLINE_S:.0f} s; a restart "
+                        "resumes from there"
+                    )
+                for message in reader.consume(RESTORE_BATCH, RESTORE_POLL_S):
+                    if message.error():
+                        raise KafkaException(message.error())
+                    if message.offset() < end:
+                        yield message.key(), message.value(), message.offset()
         finally:
-            reader.close()
+            reader.unassign()
+
+
+def _kafka_error(exc: BaseException) -> KafkaError | None:
+    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+        return exc.args[0]
+    return None

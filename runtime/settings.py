@@ -217,6 +217,12 @@ class Settings(BaseSettings):
         alias="REPLICATION_COMMIT_MAX_RECORDS",
         description="... or after this many destination records, whichever comes first.",
     )
+    commit_max_bytes: int = Field(
+        16 * 1024 * 1024,
+        ge=1024,
+        alias="REPLICATION_COMMIT_MAX_BYTES",
+        description="... or after this many bytes of staging envelopes read.",
+    )
     on_bad_envelope: Literal["deadletter", "stop"] = Field(
         "deadletter",
         alias="REPLICATION_ON_BAD_ENVELOPE",

@@ -16,6 +16,7 @@ from envelope import HEADER_PROVENANCE, decode_provenance
 from tests.kafka_helpers import create_topic
 from tests.replication.datamix import ContinuousProducer, create_data_mix
 from tests.replication.processes import role_processes
+from tests.replication.scrape import free_port, sample, scrape, total
 from tests.replication.staging import read_source
 
 
@@ -61,73 +62,219 @@ def assert_exactly_once(source_cluster, source_records, destination_records):
     assert problems == [], problems[:10]
 
 
-def test_data_mix_reaches_the_destination_exactly_once(
-    source_cluster, target_cluster, unique_topic, roles, tmp_path
-):
-    mix = create_data_mix(source_cluster.bootstrap_servers, unique_topic("e2e"))
-    flow = unique_topic("flow").replace(".", "-")[-90:]
-    env = {
+def _flow_env(source_cluster, target_cluster, tmp_path, flow: str, include: str, **extra: str):
+    return {
         "KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS": source_cluster.bootstrap_servers,
         "KAFKA_CLUSTERS_DESTINATION_BOOTSTRAP_SERVERS": target_cluster.bootstrap_servers,
-        "REPLICATION_TOPICS_INCLUDE": mix.include_regex,
+        "REPLICATION_TOPICS_INCLUDE": include,
         "REPLICATION_FLOW": flow,
         "METRICS_PORT": "0",
         "STATE_DIR": str(tmp_path / "state"),
         "REPLICATION_INSTANCE_ID": "one",
+        **extra,
     }
+
+
+def _flow_name(unique_topic) -> str:
+    return unique_topic("flow").replace(".", "-")[-90:]
+
+
+def test_data_mix_reaches_the_destination_exactly_once(
+    source_cluster, target_cluster, unique_topic, roles, tmp_path
+):
+    mix = create_data_mix(source_cluster.bootstrap_servers, unique_topic("e2e"))
+    env = _flow_env(
+        source_cluster, target_cluster, tmp_path, _flow_name(unique_topic), mix.include_regex
+    )
     replicator = roles.start("replicator", env)
-    deduplicator = roles.start("deduplicator", env)
+    deduplicator = roles.start("deduplicator", {**env, "METRICS_PORT": str(free_port())})
     source = read_source(source_cluster.bootstrap_servers, mix.topics)
     destination = _await_destination(target_cluster, source)
     assert_exactly_once(source_cluster, source, destination)
+
+    # What an operator's dashboard shows for this run: every record written once, by topic.
+    metrics = scrape(deduplicator.env["METRICS_PORT"])
+    for topic in mix.topics:
+        expected = sum(len(r) for (t, _), r in source.items() if t == topic)
+        written = sample(metrics, "exactly_deduplicator_records_written_total", topic=topic)
+        assert written == (expected or None), topic
+    assert total(metrics, "exactly_deduplicator_dead_letters_total") == 0
+    assert total(metrics, "exactly_deduplicator_orphans_total") == 0
+    committed = sample(metrics, "exactly_deduplicator_transactions_total", outcome="committed")
+    assert (committed or 0) >= 1
+    assert sample(metrics, "exactly_deduplicator_commit_seconds_count") == committed
+    assert sample(metrics, "exactly_deduplicator_record_age_seconds_count") > 0
+    assert sample(metrics, "exactly_deduplicator_restore_seconds_count") == 12  # every partition
+    assert sample(metrics, "exactly_deduplicator_assigned_partitions") == 12
     assert deduplicator.terminate(30) == 0
     assert replicator.terminate(30) == 0
+    assert re.search(r'deduplicator counts" records_written=[1-9]', deduplicator.log_text())
 
 
-def test_exactly_once_through_sigkills_of_both_stages_and_a_lost_state_directory(
-    source_cluster, target_cluster, unique_topic, roles, tmp_path
-):
+def _crash_run(source_cluster, target_cluster, unique_topic, roles, tmp_path, *, kills: int):
+    """Both stages under continuous transactional production, `kills` SIGKILLs of each at
+    random moments, and once the deduplicator's RocksDB directory deleted between a kill and
+    its restart; then every committed source record must be on the destination exactly once."""
     topics = {unique_topic("eos-a"): 6, unique_topic("eos-b"): 4}
     for topic, partitions in topics.items():
         create_topic(source_cluster.bootstrap_servers, topic, partitions)
-    flow = unique_topic("flow").replace(".", "-")[-90:]
+    env = _flow_env(
+        source_cluster,
+        target_cluster,
+        tmp_path,
+        _flow_name(unique_topic),
+        "|".join(re.escape(t) for t in topics),
+        REPLICATION_ENVELOPE_MAX_RECORDS="50",
+    )
     state_dir = tmp_path / "state"
-    env = {
-        "KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS": source_cluster.bootstrap_servers,
-        "KAFKA_CLUSTERS_DESTINATION_BOOTSTRAP_SERVERS": target_cluster.bootstrap_servers,
-        "REPLICATION_TOPICS_INCLUDE": "|".join(re.escape(t) for t in topics),
-        "REPLICATION_FLOW": flow,
-        "METRICS_PORT": "0",
-        "STATE_DIR": str(state_dir),
-        "REPLICATION_INSTANCE_ID": "one",
-        "REPLICATION_ENVELOPE_MAX_RECORDS": "50",
-    }
-    rng = random.Random(5)
+    rng = random.Random(kills)
+    victims = ["deduplicator"] * kills + ["replicator"] * kills
+    rng.shuffle(victims)
     with ContinuousProducer(
         source_cluster.bootstrap_servers,
         topics,
         records_per_second=500,
         transactional_id=unique_topic("eos-txn"),
     ) as producer:
-        replicator = roles.start("replicator", env)
-        deduplicator = roles.start("deduplicator", env)
-        for kill in range(12):
-            time.sleep(rng.uniform(0.5, 2.5))
-            victim = deduplicator if kill % 3 else replicator
-            victim.kill()
-            if kill == 7:
+        running = {
+            "replicator": roles.start("replicator", env),
+            "deduplicator": roles.start("deduplicator", env),
+        }
+        for number, name in enumerate(victims):
+            time.sleep(rng.uniform(0.5, 3.0))
+            running[name].kill()
+            if name == "deduplicator" and number >= len(victims) // 2 and state_dir.exists():
                 # A pod that comes back with an empty disk: restore from the changelog.
-                shutil.rmtree(state_dir, ignore_errors=True)
-            victim.start()
+                shutil.rmtree(state_dir)
+            running[name].start()
         produced = producer.stop()
+    assert not state_dir.exists() or running["deduplicator"].starts > kills // 2
     assert produced > 1000
     source = read_source(source_cluster.bootstrap_servers, tuple(topics))
     destination = _await_destination(target_cluster, source)
     assert_exactly_once(source_cluster, source, destination)
     # Every restart came back by itself: no fatal exit (a crash loop) on the way.
-    for role in (deduplicator, replicator):
+    for role in running.values():
+        assert role.starts == kills + 1
         assert "stopped by a fatal error" not in role.log_text(), role.log_tail()
+        assert role.terminate(30) == 0
+
+
+def test_exactly_once_through_sigkills_of_both_stages_and_a_lost_state_directory(
+    source_cluster, target_cluster, unique_topic, roles, tmp_path
+):
+    _crash_run(source_cluster, target_cluster, unique_topic, roles, tmp_path, kills=6)
+
+
+@pytest.mark.chaos
+def test_exactly_once_through_thirty_sigkills_of_each_stage(
+    source_cluster, target_cluster, unique_topic, roles, tmp_path
+):
+    _crash_run(source_cluster, target_cluster, unique_topic, roles, tmp_path, kills=30)
+
+
+def test_exactly_once_through_a_target_broker_crash(
+    source_cluster, target_cluster, unique_topic, roles, tmp_path
+):
+    """The target broker (staging, changelog, destination, transaction coordinator) SIGKILLed
+    and restarted under traffic: stage 2 aborts or retries what was open, rides it out without
+    a fatal exit, and every committed source record arrives exactly once."""
+    if target_cluster.broker is None:
+        pytest.skip(f"{target_cluster.kind} clusters give no broker control")
+    topic = unique_topic("target-crash")
+    create_topic(source_cluster.bootstrap_servers, topic, 6)
+    env = _flow_env(
+        source_cluster,
+        target_cluster,
+        tmp_path,
+        _flow_name(unique_topic),
+        re.escape(topic),
+        REPLICATION_ENVELOPE_MAX_RECORDS="50",
+    )
+    with ContinuousProducer(
+        source_cluster.bootstrap_servers,
+        {topic: 6},
+        records_per_second=500,
+        transactional_id=unique_topic("target-crash-txn"),
+    ) as producer:
+        replicator = roles.start("replicator", env)
+        deduplicator = roles.start("deduplicator", env)
+        deduplicator.wait_for_log(r'staging partitions assigned" partitions=\d', timeout_s=60)
+        time.sleep(2)
+        target_cluster.broker.kill()
+        time.sleep(2)
+        target_cluster.broker.restart()
+        time.sleep(5)
+        produced = producer.stop()
+    assert produced > 1000
+    source = read_source(source_cluster.bootstrap_servers, [topic])
+    destination = _await_destination(target_cluster, source)
+    assert_exactly_once(source_cluster, source, destination)
+    assert deduplicator.starts == 1
+    assert "stopped by a fatal error" not in deduplicator.log_text(), deduplicator.log_tail()
     assert deduplicator.terminate(30) == 0
+    assert replicator.terminate(30) == 0
+
+
+def test_exactly_once_with_two_deduplicators_and_a_third_killed(
+    source_cluster, target_cluster, unique_topic, roles, tmp_path
+):
+    """Scale-out: two instances share staging; a third joins, takes partitions, and is
+    SIGKILLed while it holds them; the group gives them back and nothing is lost or doubled."""
+    topics = {unique_topic("scale-a"): 6, unique_topic("scale-b"): 6}
+    for topic, partitions in topics.items():
+        create_topic(source_cluster.bootstrap_servers, topic, partitions)
+    env = _flow_env(
+        source_cluster,
+        target_cluster,
+        tmp_path,
+        _flow_name(unique_topic),
+        "|".join(re.escape(t) for t in topics),
+        REPLICATION_ENVELOPE_MAX_RECORDS="50",
+        # A killed static member keeps its partitions until its session ends (45 s by default).
+        KAFKA_CLUSTERS_DESTINATION_PROPERTIES_SESSION_TIMEOUT_MS="6000",
+    )
+
+    def instance(name: str):
+        return roles.start(
+            "deduplicator",
+            {
+                **env,
+                "REPLICATION_INSTANCE_ID": name,
+                "STATE_DIR": str(tmp_path / name),
+                "METRICS_PORT": str(free_port()),
+            },
+            name=f"deduplicator-{name}",
+        )
+
+    with ContinuousProducer(
+        source_cluster.bootstrap_servers,
+        topics,
+        records_per_second=500,
+        transactional_id=unique_topic("scale-txn"),
+    ) as producer:
+        replicator = roles.start("replicator", env)
+        first, second = instance("a"), instance("b")
+        for member in (first, second):
+            member.wait_for_log(r'staging partitions assigned" partitions=\d', timeout_s=60)
+        third = instance("c")
+        third.wait_for_log(r'staging partitions assigned" partitions=\d', timeout_s=60)
+        time.sleep(2)  # the third instance commits transactions of its own before it dies
+        third.kill()
+        time.sleep(8)  # past its session: its partitions move back to the other two
+        produced = producer.stop()
+    assert produced > 1000
+    source = read_source(source_cluster.bootstrap_servers, tuple(topics))
+    destination = _await_destination(target_cluster, source)
+    assert_exactly_once(source_cluster, source, destination)
+    for member in (first, second):
+        # Each survivor did its share, and none of them ever had to give up.
+        written = total(
+            scrape(member.env["METRICS_PORT"]), "exactly_deduplicator_records_written_total"
+        )
+        assert written > 0, member.name
+        assert "stopped by a fatal error" not in member.log_text(), member.log_tail()
+        assert member.terminate(30) == 0
     assert replicator.terminate(30) == 0
 
 

@@ -7,16 +7,15 @@ import random
 import re
 import socket
 import time
-import urllib.request
 
 import pytest
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.kafka_helpers import create_topic
 from tests.replication.datamix import ContinuousProducer, create_data_mix
 from tests.replication.processes import role_processes
+from tests.replication.scrape import free_port, sample, scrape
 from tests.replication.staging import (
     await_staging_complete,
     read_source,
@@ -274,18 +273,18 @@ def test_records_lost_to_retention_and_a_recreated_topic_stop_their_partitions_a
     producer.produce(recreated, value=b"new")
     assert producer.flush(30) == 0
 
-    replicator = roles.start("replicator", {**env, "METRICS_PORT": str(_free_port())})
+    replicator = roles.start("replicator", {**env, "METRICS_PORT": str(free_port())})
     replicator.wait_for_log(r"source partition stopped.*reason=data_loss", timeout_s=60)
     replicator.wait_for_log(r"source partition stopped.*reason=topic_recreated", timeout_s=60)
     log = replicator.log_text(since_start=True)
     assert re.search(rf"reason=data_loss topic={re.escape(lossy)} partition=0 offset=100", log)
     assert "50 records were deleted before stage 1 read them" in log
-    metrics = _metrics(replicator.env["METRICS_PORT"])
+    metrics = scrape(replicator.env["METRICS_PORT"])
     assert (
-        _sample(metrics, "exactly_replicator_records_lost_total", topic=lossy, partition="0") == 50
+        sample(metrics, "exactly_replicator_records_lost_total", topic=lossy, partition="0") == 50
     )
     assert (
-        _sample(
+        sample(
             metrics,
             "exactly_replicator_partitions_stopped",
             topic=recreated,
@@ -325,25 +324,6 @@ def _await_topic_gone(admin: AdminClient, topic: str) -> None:
         time.sleep(0.2)
 
 
-def _metrics(port: str) -> str:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
-        return response.read().decode()
-
-
-def _sample(metrics: str, name: str, **labels: str) -> float | None:
-    for family in text_string_to_metric_families(metrics):
-        for sample in family.samples:
-            if sample.name == name and sample.labels == labels:
-                return sample.value
-    return None
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def test_a_record_too_large_for_staging_stops_its_partition_and_says_so(
     source_cluster, target_cluster, unique_topic, roles
 ):
@@ -366,9 +346,7 @@ def test_a_record_too_large_for_staging_stops_its_partition_and_says_so(
 
     replicator = roles.start(
         "replicator",
-        _env(
-            source_cluster, target_cluster, flow, re.escape(topic), METRICS_PORT=str(_free_port())
-        ),
+        _env(source_cluster, target_cluster, flow, re.escape(topic), METRICS_PORT=str(free_port())),
     )
     replicator.wait_for_log(r"source partition stopped.*reason=record_too_large", timeout_s=60)
     log = replicator.log_text()
@@ -389,9 +367,9 @@ def test_a_record_too_large_for_staging_stops_its_partition_and_says_so(
     # Everything before the big record, nothing at or after it: never a silent skip.
     assert {o for p, o in offsets if p == 0} == set(range(10))
     assert {o for p, o in offsets if p == 1} == set(range(10))
-    metrics = _metrics(replicator.env["METRICS_PORT"])
+    metrics = scrape(replicator.env["METRICS_PORT"])
     assert (
-        _sample(
+        sample(
             metrics,
             "exactly_replicator_partitions_stopped",
             topic=topic,

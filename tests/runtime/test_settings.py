@@ -399,6 +399,7 @@ def test_render_config_lists_every_variable_with_defaults_marked():
         "OFFSETSYNC_GROUPS_EXCLUDE=  # default\n"
         "OFFSETSYNC_GROUPS_INCLUDE=  # default\n"
         "REPLICATION_COMMIT_INTERVAL_MS=100  # default\n"
+        "REPLICATION_COMMIT_MAX_BYTES=16777216  # default\n"
         "REPLICATION_COMMIT_MAX_RECORDS=10000  # default\n"
         "REPLICATION_DESTINATION_TOPIC={topic}  # default\n"
         "REPLICATION_ENVELOPE_MAX_BYTES=1048576  # default\n"

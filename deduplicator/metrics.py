@@ -1,0 +1,85 @@
+"""Stage 2's Prometheus metrics, in a registry of its own (one per process)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+# Seconds: a commit or a restore takes milliseconds when healthy and up to the transaction
+# timeout when a broker is away; the buckets resolve both ends.
+_DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
+# Source timestamp to commit on the target. Old CreateTimes (a backfill) land in +Inf, which is
+# the truth: the record is that old.
+_AGE_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600)
+
+
+class DeduplicatorMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.records_written = Counter(
+            "exactly_deduplicator_records_written",
+            "Original records written to destination topics (committed or about to be).",
+            ["topic"],
+            registry=r,
+        )
+        self.duplicates = Counter(
+            "exactly_deduplicator_duplicates_dropped",
+            "Staging records dropped because their source offset was already written.",
+            registry=r,
+        )
+        self.orphans = Counter(
+            "exactly_deduplicator_orphans",
+            "Envelopes not written because they follow a stage-1 gap (healed by the resend).",
+            registry=r,
+        )
+        self.stale = Counter(
+            "exactly_deduplicator_stale_records",
+            "Records of a deleted and recreated source topic's old incarnation, dropped.",
+            registry=r,
+        )
+        self.dead_letters = Counter(
+            "exactly_deduplicator_dead_letters",
+            "Staging records copied to the dead-letter topic (not an envelope of this flow).",
+            registry=r,
+        )
+        self.transactions = Counter(
+            "exactly_deduplicator_transactions",
+            "Transactions ended, by outcome (committed, aborted).",
+            ["outcome"],
+            registry=r,
+        )
+        self.commit_seconds = Histogram(
+            "exactly_deduplicator_commit_seconds",
+            "Time of the commit protocol: changelog, flush, offsets, commit, RocksDB.",
+            buckets=_DURATION_BUCKETS,
+            registry=r,
+        )
+        self.restore_seconds = Histogram(
+            "exactly_deduplicator_restore_seconds",
+            "Time to bring one staging partition's state up to date from the changelog.",
+            buckets=_DURATION_BUCKETS,
+            registry=r,
+        )
+        self.restored_records = Counter(
+            "exactly_deduplicator_restored_changelog_records",
+            "Changelog records read back into RocksDB on assignment.",
+            registry=r,
+        )
+        self.record_age = Histogram(
+            "exactly_deduplicator_record_age_seconds",
+            "Source record timestamp to its commit on the destination (last record of each "
+            "envelope).",
+            buckets=_AGE_BUCKETS,
+            registry=r,
+        )
+        self.assigned_partitions = Gauge(
+            "exactly_deduplicator_assigned_partitions",
+            "Staging partitions this instance owns.",
+            registry=r,
+        )
+        self.client_errors = Counter(
+            "exactly_deduplicator_client_errors",
+            "Errors reported by the Kafka clients, by code.",
+            ["code"],
+            registry=r,
+        )
