@@ -7,14 +7,15 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
-from deduplicator.errors import DeduplicatorError, RestoreTimeoutError, TransactionFailedError
+from deduplicator.errors import DeduplicatorError, TransactionFailedError
 from deduplicator.metrics import DeduplicatorMetrics
+from deduplicator.restore import changelog_reader, changelog_tail
 from deduplicator.rule import PartitionState, encode_state, judge, state_key
 from deduplicator.state import StateStore
 from envelope import EnvelopeError, decode, encode_provenance
@@ -36,8 +37,6 @@ TRANSACTION_TIMEOUT_MS = 60000
 # given up (aborted) or, for the commit itself, the process restarts from the committed truth.
 RETRY_DEADLINE_S = TRANSACTION_TIMEOUT_MS / 1000
 RETRY_BACKOFF_S = 0.5
-RESTORE_POLL_S = 0.05
-RESTORE_BATCH = 1000
 # Restore runs inside the assignment callback, where librdkafka's max.poll.interval.ms (300 s by
 # default) keeps counting: past this deadline the process exits and its successor resumes the
 # restore from the batch it reached, rather than being evicted from the group mid-restore.
@@ -403,7 +402,7 @@ class Deduplicator:
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         deadline = time.monotonic() + RESTORE_DEADLINE_S
-        with self._changelog_reader() as reader:
+        with changelog_reader(self.settings) as reader:
             for tp in partitions:
                 self.stores[tp.partition] = self._open_store(reader, tp.partition, deadline)
         self.metrics.assigned_partitions.set(len(self.stores))
@@ -442,7 +441,9 @@ class Deduplicator:
             started = time.monotonic()
             reflected = store.changelog_offset()
             start = 0 if reflected is None else reflected + 1
-            restored = store.restore(self._changelog_tail(reader, partition, start, deadline))
+            tail = changelog_tail(reader, self.changelog_topic, partition, start, deadline)
+            with closing(tail):  # unassigns the reader also when restore raises mid-way
+                restored = store.restore(tail)
         except BaseException:
             store.close()  # released on every path: the next owner of the directory opens it
             raise
@@ -457,55 +458,6 @@ class Deduplicator:
             seconds=round(seconds, 2),
         )
         return store
-
-    @contextmanager
-    def _changelog_reader(self) -> Iterator[Consumer]:
-        reader = Consumer(
-            {
-                **self.settings.destination.client_config(),
-                "group.id": f"exactly.{self.settings.flow}.changelog-reader",
-                "enable.auto.commit": False,
-                "isolation.level": "read_committed",
-                # A tail that is only a transaction marker returns no record: answer at once
-                # instead of the broker's default 500 ms wait, per partition, inside on_assign.
-                "fetch.wait.max.ms": 10,
-                "logger": _LIBRDKAFKA_LOG,
-            }
-        )
-        try:
-            yield reader
-        finally:
-            reader.close()
-
-    def _changelog_tail(
-        self, reader: Consumer, partition: int, start: int, deadline: float
-    ) -> Iterator[tuple[bytes, bytes | None, int]]:
-        tp = TopicPartition(self.changelog_topic, partition)
-        _low, end = reader.get_watermark_offsets(tp, timeout=TXN_TIMEOUT_S, cached=False)
-        if start >= end:
-            return
-        reader.assign([TopicPartition(self.changelog_topic, partition, start)])
-        try:
-            while True:
-                # Position, not the last offset read: read_committed skips markers and aborted
-                # records (the position passes them on the next consume), so the last readable
-                # record may lie below `end`.
-                position = reader.position([tp])[0].offset
-                if position >= end:
-                    return
-                if time.monotonic() > deadline:
-                    raise RestoreTimeoutError(
-                        f"restore of staging partition {partition} reached changelog offset "
-                        f"{position} of {end} within {RESTORE_DEADLINE_S:.0f} s; a restart "
-                        "resumes from there"
-                    )
-                for message in reader.consume(RESTORE_BATCH, RESTORE_POLL_S):
-                    if message.error():
-                        raise KafkaException(message.error())
-                    if message.offset() < end:
-                        yield message.key(), message.value(), message.offset()
-        finally:
-            reader.unassign()
 
 
 def _kafka_error(exc: BaseException) -> KafkaError | None:

@@ -1,0 +1,116 @@
+"""Restore against a real changelog topic: only committed state comes back, an interrupted
+restore resumes from the store's changelog offset, and the deadline stops a restore."""
+
+from __future__ import annotations
+
+import itertools
+import time
+
+import pytest
+from confluent_kafka import Producer
+
+from deduplicator.errors import RestoreTimeoutError
+from deduplicator.restore import changelog_reader, changelog_tail
+from deduplicator.rule import PartitionState, decode_state, encode_state, state_key
+from deduplicator.state import StateStore
+from runtime import load_settings
+from tests.kafka_helpers import create_topic
+
+KEYS = [state_key("cluster-a", "orders", p) for p in range(5)]
+TOPIC_ID = bytes(range(16))
+FAR = 3600.0
+
+
+@pytest.fixture
+def changelog(target_cluster, unique_topic):
+    """A changelog partition of three transactions of 1000 records each, the middle one aborted.
+
+    Returns (topic, the state each key must have after a restore)."""
+    topic = unique_topic("changelog")
+    create_topic(target_cluster.bootstrap_servers, topic, 1, {"cleanup.policy": "compact"})
+    producer = Producer(
+        {
+            "bootstrap.servers": target_cluster.bootstrap_servers,
+            "transactional.id": unique_topic("changelog-writer"),
+        }
+    )
+    producer.init_transactions(30)
+    expected: dict[bytes, PartitionState] = {}
+    high = itertools.count()
+    for commit in (True, False, True):
+        producer.begin_transaction()
+        written = {}
+        for _ in range(1000):
+            key = KEYS[next(high) % len(KEYS)]
+            written[key] = PartitionState(TOPIC_ID, next(high))
+            producer.produce(topic, key=key, value=encode_state(written[key]), partition=0)
+        producer.flush(30)
+        if commit:
+            producer.commit_transaction(30)
+            expected.update(written)
+        else:
+            producer.abort_transaction(30)
+    return topic, expected
+
+
+@pytest.fixture
+def settings(source_cluster, target_cluster, unique_topic):
+    return load_settings(
+        {
+            "KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS": source_cluster.bootstrap_servers,
+            "KAFKA_CLUSTERS_DESTINATION_BOOTSTRAP_SERVERS": target_cluster.bootstrap_servers,
+            "REPLICATION_TOPICS_INCLUDE": "none",
+            "REPLICATION_FLOW": unique_topic("flow").replace(".", "-")[-90:],
+        }
+    )
+
+
+def _state(store: StateStore) -> dict[bytes, PartitionState | None]:
+    return {key: store.get(key) for key in KEYS}
+
+
+def test_restore_brings_back_exactly_the_committed_state(changelog, settings, tmp_path):
+    topic, expected = changelog
+    with changelog_reader(settings) as reader, StateStore.open(tmp_path / "s") as store:
+        applied = store.restore(changelog_tail(reader, topic, 0, 0, time.monotonic() + FAR))
+        assert applied == 2000  # the aborted transaction's 1000 records are not state
+        assert _state(store) == expected
+        # Offsets 0-999, a commit marker, 1001-2000 aborted, a marker, 2002-3001, a marker.
+        assert store.changelog_offset() == 3001
+        # Up to date: the tail is only a marker now, and nothing is applied twice.
+        again = changelog_tail(reader, topic, 0, 3002, time.monotonic() + FAR)
+        assert store.restore(again) == 0
+
+
+def test_an_interrupted_restore_resumes_where_it_stopped(changelog, settings, tmp_path):
+    topic, expected = changelog
+    directory = tmp_path / "s"
+    with changelog_reader(settings) as reader:
+        with StateStore.open(directory) as store:
+            tail = changelog_tail(reader, topic, 0, 0, time.monotonic() + FAR)
+            # Stopped after 1234 records, as a killed process would be.
+            assert store.restore(itertools.islice(tail, 1234), batch_size=100) == 1234
+            tail.close()
+            reached = store.changelog_offset()
+            # 1000 of the first transaction, none of the aborted one, 234 of the third.
+            assert reached == 2002 + 233
+        with StateStore.open(directory) as store:
+            assert store.changelog_offset() == reached
+            start = reached + 1
+            store.restore(changelog_tail(reader, topic, 0, start, time.monotonic() + FAR))
+            assert _state(store) == expected
+            assert store.changelog_offset() == 3001
+
+
+def test_a_restore_past_its_deadline_stops_with_where_it_was(changelog, settings, tmp_path):
+    topic, _ = changelog
+    with changelog_reader(settings) as reader, StateStore.open(tmp_path / "s") as store:
+        with pytest.raises(RestoreTimeoutError, match="stopped at offset 0 of 3003"):
+            store.restore(changelog_tail(reader, topic, 0, 0, time.monotonic() - 1))
+        assert store.changelog_offset() is None
+
+
+def test_decoded_state_matches_what_was_written(changelog):
+    _, expected = changelog
+    for state in expected.values():
+        assert decode_state(encode_state(state)) == state
