@@ -7,7 +7,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: install test unit lint bench-envelope bench-replicator kafka-jars spark-connector clean
+.PHONY: install demo test chaos unit lint bench-envelope bench-replicator kafka-jars spark-connector clean
 
 install: $(VENV)/.installed kafka-jars spark-connector
 
@@ -32,6 +32,15 @@ lint: $(VENV)/.installed
 
 test: install lint
 	$(BIN)/pytest --durations=10 $(PYTEST_ARGS)
+
+# The README's first command: installs like `test`, then both stages on two fresh local
+# clusters under live traffic, a SIGKILL of each, and the record-by-record verdict.
+demo: install
+	$(BIN)/exactly demo
+
+# The long crash runs (30 SIGKILLs of each stage under traffic): a few minutes (2.5 here).
+chaos: install
+	$(BIN)/pytest -m chaos --durations=10 $(PYTEST_ARGS)
 
 # Pure logic only, no broker started.
 unit: $(VENV)/.installed

@@ -21,7 +21,7 @@ from deduplicator.state import StateStore
 from envelope import EnvelopeError, decode, encode_provenance
 from envelope.model import TIMESTAMP_NOT_AVAILABLE
 from envelope.provenance import HEADER_PROVENANCE
-from runtime import ErrorClass, Settings, classify, get_logger
+from runtime import ErrorClass, Settings, call_retrying, classify, get_logger
 from runtime.errors import FencedError
 from runtime.kafka_errors import to_client_error
 from runtime.role import static_membership
@@ -36,7 +36,6 @@ TRANSACTION_TIMEOUT_MS = 60000
 # How long a retriable error of one transactional call is retried before the transaction is
 # given up (aborted) or, for the commit itself, the process restarts from the committed truth.
 RETRY_DEADLINE_S = TRANSACTION_TIMEOUT_MS / 1000
-RETRY_BACKOFF_S = 0.5
 # Restore runs inside the assignment callback, where librdkafka's max.poll.interval.ms (300 s by
 # default) keeps counting: past this deadline the process exits and its successor resumes the
 # restore from the batch it reached, rather than being evicted from the group mid-restore.
@@ -337,21 +336,19 @@ class Deduplicator:
     def _retrying(self, operation: str, call: Callable[[], object]) -> None:
         """Call again while the error is retriable, up to RETRY_DEADLINE_S (then
         TransactionFailedError); abortable and fatal errors raise at once, as KafkaException."""
-        deadline = time.monotonic() + RETRY_DEADLINE_S
-        while True:
-            try:
-                call()
-                return
-            except KafkaException as exc:
-                error = _kafka_error(exc)
-                if error is None or classify(error) is not ErrorClass.RETRIABLE:
-                    raise
-                if time.monotonic() > deadline:
-                    raise TransactionFailedError(
-                        f"{operation}: {error.str()} (retried for {RETRY_DEADLINE_S:.0f} s)"
-                    ) from exc
-                log.warning("retrying", operation=operation, error=error.str())
-                time.sleep(RETRY_BACKOFF_S)
+
+        def say(error: KafkaError) -> None:
+            log.warning("retrying", operation=operation, error=error.str())
+
+        try:
+            call_retrying(call, deadline_s=RETRY_DEADLINE_S, on_retry=say)
+        except KafkaException as exc:
+            error = _kafka_error(exc)
+            if error is not None and classify(error) is ErrorClass.RETRIABLE:
+                raise TransactionFailedError(
+                    f"{operation}: {error.str()} (retried for {RETRY_DEADLINE_S:.0f} s)"
+                ) from exc
+            raise
 
     def _commit_or_recover(self) -> None:
         try:

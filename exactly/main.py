@@ -7,6 +7,7 @@ import sys
 import click
 
 from exactly.config_command import config
+from exactly.demo_command import demo
 from exactly.kafka_command import kafka
 
 
@@ -36,6 +37,7 @@ def deduplicator() -> None:
 
 cli.add_command(kafka)
 cli.add_command(config)
+cli.add_command(demo)
 
 
 def main() -> None:

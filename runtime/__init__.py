@@ -10,7 +10,13 @@ from runtime.errors import (
     RetriableKafkaError,
 )
 from runtime.http import Health, HttpServer, HttpServerError, serve_http
-from runtime.kafka_errors import ErrorClass, classify, to_client_error, translate_kafka_errors
+from runtime.kafka_errors import (
+    ErrorClass,
+    call_retrying,
+    classify,
+    to_client_error,
+    translate_kafka_errors,
+)
 from runtime.logs import EventLogger, configure_logging, get_logger
 from runtime.properties import is_secret_property
 from runtime.settings import ClusterSettings, Settings, load_settings, render_config
@@ -32,6 +38,7 @@ __all__ = [
     "KafkaClientError",
     "RetriableKafkaError",
     "Settings",
+    "call_retrying",
     "classify",
     "configure_logging",
     "get_logger",

@@ -12,8 +12,10 @@ Rules, first match wins:
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TypeVar
 
 from confluent_kafka import KafkaError, KafkaException
 
@@ -24,6 +26,8 @@ from runtime.errors import (
     KafkaClientError,
     RetriableKafkaError,
 )
+
+T = TypeVar("T")
 
 
 class ErrorClass(enum.Enum):
@@ -129,3 +133,25 @@ def _kafka_error_of(exc: KafkaException) -> KafkaError:
     # A KafkaException built from a bare message: we cannot know what it means, so UNKNOWN
     # (classified FATAL).
     return KafkaError(KafkaError.UNKNOWN, str(exc))
+
+
+def call_retrying(
+    call: Callable[[], T],
+    *,
+    deadline_s: float,
+    backoff_s: float = 0.5,
+    on_retry: Callable[[KafkaError], None] = lambda error: None,
+) -> T:
+    """``call()`` again while it raises a RETRIABLE ``KafkaException`` ("coordinator load in
+    progress" after a broker start, a coordinator moving), for up to ``deadline_s``; then, and
+    for any other error at once, the exception propagates unchanged."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        try:
+            return call()
+        except KafkaException as exc:
+            error = _kafka_error_of(exc)
+            if classify(error) is not ErrorClass.RETRIABLE or time.monotonic() > deadline:
+                raise
+            on_retry(error)
+            time.sleep(backoff_s)

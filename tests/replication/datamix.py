@@ -22,12 +22,12 @@ from __future__ import annotations
 import random
 import re
 import threading
-import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
+from runtime import call_retrying
 from tests.kafka_helpers import create_topic
 
 LARGE_VALUE_BYTES = 1_500_000
@@ -269,16 +269,9 @@ class _TransactionalProducer:
 
     def _new_producer(self) -> Producer:
         producer = Producer(self._config)
-        deadline = time.monotonic() + _TIMEOUT_S
-        while True:
-            try:
-                producer.init_transactions(_TIMEOUT_S)
-                return producer
-            except KafkaException as exc:
-                # "Coordinator load in progress" right after a broker start: wait, do not fail.
-                if not exc.args[0].retriable() or time.monotonic() > deadline:
-                    raise
-                time.sleep(0.5)
+        # "Coordinator load in progress" right after a broker start: wait, do not fail.
+        call_retrying(lambda: producer.init_transactions(_TIMEOUT_S), deadline_s=_TIMEOUT_S)
+        return producer
 
     def begin(self) -> None:
         self._producer.begin_transaction()

@@ -13,6 +13,7 @@ from runtime import (
     FencedError,
     KafkaClientError,
     RetriableKafkaError,
+    call_retrying,
     classify,
     to_client_error,
     translate_kafka_errors,
@@ -184,3 +185,47 @@ def test_real_misuse_of_the_transactional_api_is_fatal():
     with pytest.raises(FatalKafkaError) as caught, translate_kafka_errors("begin_transaction"):
         producer.begin_transaction()
     assert caught.value.kafka_error.code() == KafkaError._NOT_CONFIGURED
+
+
+def _failing(errors: list[KafkaError], result: str = "done"):
+    """A call that raises each of `errors` in turn, then returns `result`; counts its calls."""
+    calls = []
+
+    def call() -> str:
+        calls.append(1)
+        if len(calls) <= len(errors):
+            raise KafkaException(errors[len(calls) - 1])
+        return result
+
+    return call, calls
+
+
+def test_call_retrying_retries_retriable_errors_until_success():
+    loading = KafkaError(KafkaError.COORDINATOR_LOAD_IN_PROGRESS)
+    call, calls = _failing([loading, loading])
+    seen = []
+    assert call_retrying(call, deadline_s=10, backoff_s=0, on_retry=seen.append) == "done"
+    assert len(calls) == 3
+    assert [e.code() for e in seen] == [KafkaError.COORDINATOR_LOAD_IN_PROGRESS] * 2
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED),  # fatal
+        KafkaError(KafkaError.UNKNOWN, txn_requires_abort=True),  # abortable
+    ],
+)
+def test_call_retrying_raises_other_errors_at_once(error):
+    call, calls = _failing([error])
+    with pytest.raises(KafkaException) as raised:
+        call_retrying(call, deadline_s=10, backoff_s=0)
+    assert raised.value.args[0] is error
+    assert len(calls) == 1
+
+
+def test_call_retrying_gives_up_after_its_deadline():
+    call, calls = _failing([KafkaError(KafkaError._TIMED_OUT)] * 1000)
+    with pytest.raises(KafkaException):
+        call_retrying(call, deadline_s=0.05, backoff_s=0.01)
+    assert 2 <= len(calls) < 1000

@@ -1,0 +1,7 @@
+"""The demo's one error: something named went wrong, say what and exit 1."""
+
+from __future__ import annotations
+
+
+class DemoError(Exception):
+    """A failure of the demo itself (not a verdict): the message names the problem."""

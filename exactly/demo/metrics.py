@@ -1,0 +1,77 @@
+"""The roles' counters, read from their Prometheus `/metrics` and summed across restarts.
+
+A role's counters start from zero in every process, and a SIGKILLed one is never scraped
+again: the last value it showed is added to the total when it comes back. What it did between
+that last scrape and the kill is not counted, so the live numbers are a close lower bound; the
+verdict, not these, is exact.
+
+Every read is best effort: a role that is starting, restarting or killed answers nothing, and a
+metric a role does not (yet) expose is None, shown as "-". The display never fails on them.
+"""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.request
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+
+from prometheus_client.parser import text_string_to_metric_families
+
+REPLICATOR_RECORDS = "exactly_replicator_records_total"
+DEDUPLICATOR_DUPLICATES = "exactly_deduplicator_duplicates_dropped_total"
+DEDUPLICATOR_ORPHANS = "exactly_deduplicator_orphans_total"
+DEDUPLICATOR_DEAD_LETTERS = "exactly_deduplicator_dead_letters_total"
+_SCRAPE_TIMEOUT_S = 0.5
+
+
+def scrape(port: int, timeout_s: float = _SCRAPE_TIMEOUT_S) -> dict[str, float] | None:
+    """Every sample of the role on `port`, summed over labels by sample name; None if it does
+    not answer (starting, killed) or answers something unparsable."""
+    url = f"http://127.0.0.1:{port}/metrics"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as response:
+            text = response.read().decode("utf-8", errors="replace")
+    except (OSError, urllib.error.URLError, ValueError):
+        return None
+    return parse_samples(text)
+
+
+def parse_samples(text: str) -> dict[str, float] | None:
+    totals: dict[str, float] = defaultdict(float)
+    try:
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                totals[sample.name] += sample.value
+    except (ValueError, TypeError, IndexError):
+        return None
+    return dict(totals)
+
+
+class RestartSafeCounters:
+    """Counters of one role, kept across its restarts (see the module docstring)."""
+
+    def __init__(self, names: Iterable[str]) -> None:
+        self._names = tuple(names)
+        self._finished: dict[str, float] = defaultdict(float)  # all earlier processes
+        self._current: dict[str, float] = {}  # the running process, last scrape
+        self._start = 0
+
+    def observe(self, start: int, samples: Mapping[str, float] | None) -> None:
+        """What the role's `start`-th process showed now (None: nothing, this time)."""
+        if start != self._start:
+            for name, value in self._current.items():
+                self._finished[name] += value
+            self._current = {}
+            self._start = start
+        if samples is None:
+            return
+        for name in self._names:
+            if name in samples:
+                self._current[name] = samples[name]
+
+    def total(self, name: str) -> int | None:
+        """The count over every process so far, or None if no process ever showed `name`."""
+        if name not in self._current and name not in self._finished:
+            return None
+        return int(self._finished.get(name, 0.0) + self._current.get(name, 0.0))

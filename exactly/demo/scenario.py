@@ -1,0 +1,339 @@
+"""The demo's timeline, and the clean-up that leaves no process behind.
+
+    fresh clusters -> sample topics -> traffic on -> both roles on
+    -> SIGKILL the replicator, restart it (at 35 % of the traffic time)
+    -> SIGKILL the deduplicator, restart it (at 65 %)
+    -> traffic off -> wait for the destination to catch up (bounded)
+    -> SIGTERM both roles (they drain) -> the verdict
+
+cleanup() runs whatever happened (a verdict, an error, Ctrl-C): traffic stopped, roles stopped
+(SIGTERM, then SIGKILL), both clusters stopped. It never raises; what it could not do, it says.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from exactly.demo.clusters import SOURCE_NAME, TARGET_NAME, DemoClusters, DemoLock
+from exactly.demo.destination import DestinationWatch
+from exactly.demo.errors import DemoError
+from exactly.demo.metrics import (
+    DEDUPLICATOR_DEAD_LETTERS,
+    DEDUPLICATOR_DUPLICATES,
+    DEDUPLICATOR_ORPHANS,
+    REPLICATOR_RECORDS,
+    RestartSafeCounters,
+    scrape,
+)
+from exactly.demo.progress import DemoView, RoleStatus, Snapshot
+from exactly.demo.roles import (
+    DEDUPLICATOR,
+    REPLICATOR,
+    RoleProcess,
+    free_metrics_ports,
+    role_environment,
+)
+from exactly.demo.traffic import (
+    INCLUDE_PATTERN,
+    TOPICS,
+    SampleTraffic,
+    TrafficCounts,
+    create_topics,
+)
+from exactly.demo.verdict import Verdict, judge, read_committed
+
+FLOW = "demo"
+KILL_REPLICATOR_AT = 0.35  # of the traffic time
+KILL_DEDUPLICATOR_AT = 0.65
+_TICK_S = 0.5
+_WATCH_BUDGET_S = 0.2
+_ROLE_STOP_TIMEOUT_S = 30.0
+_CLEANUP_ROLE_STOP_TIMEOUT_S = 10.0
+_READ_TIMEOUT_S = 60.0
+# Few lanes: the demo moves a few hundred records a second on a laptop, and every staging
+# partition is a changelog partition and a consumer fetch more for two small brokers.
+_STAGING_PARTITIONS = 4
+
+
+@dataclass(frozen=True, slots=True)
+class DemoOptions:
+    duration_s: float = 45.0  # of sample traffic; the whole demo takes about 30 s more
+    records_per_second: float = 250.0
+    catch_up_timeout_s: float = 90.0
+
+
+class DemoRun:
+    def __init__(self, options: DemoOptions, view: DemoView, directory: Path) -> None:
+        self.options = options
+        self.view = view
+        self.directory = directory
+        self.run_dir = directory / "run"
+        self._lock = DemoLock(directory)
+        self._clusters = DemoClusters(directory)
+        self._traffic: SampleTraffic | None = None
+        self._watch: DestinationWatch | None = None
+        self._roles: dict[str, RoleProcess] = {}
+        self._counters = {
+            REPLICATOR: RestartSafeCounters([REPLICATOR_RECORDS]),
+            DEDUPLICATOR: RestartSafeCounters(
+                [
+                    DEDUPLICATOR_DUPLICATES,
+                    DEDUPLICATOR_ORPHANS,
+                    DEDUPLICATOR_DEAD_LETTERS,
+                ]
+            ),
+        }
+        self._phase = "starting"
+
+    # -- the timeline -----------------------------------------------------------------------------
+
+    def run(self) -> Verdict:
+        self._lock.acquire()
+        self._start_clusters()
+        self._prepare_run_dir()
+        self._create_topics()
+        self._start_traffic()
+        self._start_roles()
+        self._watch = DestinationWatch(
+            self._clusters.target.bootstrap_servers, [t.name for t in TOPICS]
+        )
+        self._phase = "producing sample traffic"
+        self.view.start_live(self._snapshot())
+        self._traffic_phase()
+        self._stop_traffic()
+        self._catch_up()
+        self.view.stop_live(self._snapshot())
+        self._stop_roles()
+        return self._verdict()
+
+    def _start_clusters(self) -> None:
+        self.view.say(
+            f"starting two Kafka clusters, {SOURCE_NAME} and {TARGET_NAME}, in {self.directory}"
+        )
+        started = time.monotonic()
+        self._clusters.start()
+        source, target = self._clusters.source, self._clusters.target
+        self.view.say(
+            f"clusters ready in {time.monotonic() - started:.1f} s: "
+            f"source {source.bootstrap_servers} (cluster id {source.cluster_id}), "
+            f"target {target.bootstrap_servers}"
+        )
+
+    def _prepare_run_dir(self) -> None:
+        # The last run's logs and stage-2 state belong to the clusters just deleted.
+        shutil.rmtree(self.run_dir, ignore_errors=True)
+        self.run_dir.mkdir(parents=True)
+
+    def _create_topics(self) -> None:
+        create_topics(self._clusters.source.bootstrap_servers)
+        described = ", ".join(
+            f"{t.name} ({t.partitions} partitions{', compacted' if t.config else ''})"
+            for t in TOPICS
+        )
+        self.view.say(f"created on the source: {described}")
+
+    def _start_traffic(self) -> None:
+        self._traffic = SampleTraffic(
+            self._clusters.source.bootstrap_servers,
+            records_per_second=self.options.records_per_second,
+        )
+        self._traffic.start()
+        self.view.say(
+            f"producing about {self.options.records_per_second:.0f} records/s for "
+            f"{self.options.duration_s:.0f} s, one transaction per 25 records, every 8th "
+            "transaction aborted"
+        )
+
+    def _start_roles(self) -> None:
+        ports = free_metrics_ports(2)
+        for role, port in zip((REPLICATOR, DEDUPLICATOR), ports, strict=True):
+            process = RoleProcess(
+                role, role_environment(self._role_settings(port)), self.run_dir, port
+            )
+            self._roles[role] = process
+            pid = process.start()
+            self.view.say(
+                f"started {role} (pid {pid}, metrics on :{port}/metrics), log {process.log_path}"
+            )
+
+    def _role_settings(self, metrics_port: int) -> dict[str, str]:
+        return {
+            "KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS": self._clusters.source.bootstrap_servers,
+            "KAFKA_CLUSTERS_DESTINATION_BOOTSTRAP_SERVERS": self._clusters.target.bootstrap_servers,
+            "REPLICATION_TOPICS_INCLUDE": INCLUDE_PATTERN,
+            "REPLICATION_FLOW": FLOW,
+            "REPLICATION_INSTANCE_ID": "demo",
+            "REPLICATION_STAGING_PARTITIONS": str(_STAGING_PARTITIONS),
+            "STATE_DIR": str(self.run_dir / "state"),
+            "METRICS_PORT": str(metrics_port),
+        }
+
+    def _traffic_phase(self) -> None:
+        duration = self.options.duration_s
+        crashes = [(KILL_REPLICATOR_AT * duration, REPLICATOR)]
+        crashes.append((KILL_DEDUPLICATOR_AT * duration, DEDUPLICATOR))
+        started = time.monotonic()
+        while (elapsed := time.monotonic() - started) < duration:
+            if crashes and elapsed >= crashes[0][0]:
+                self._crash_and_restart(crashes.pop(0)[1])
+            self._tick()
+
+    def _crash_and_restart(self, role: str) -> None:
+        process = self._roles[role]
+        pid = process.kill()
+        self.view.say(f"killed {role} (pid {pid}) with SIGKILL — restarting", style="bold yellow")
+        new_pid = process.start()
+        self.view.say(f"restarted {role} (pid {new_pid})", style="yellow")
+
+    def _stop_traffic(self) -> None:
+        assert self._traffic is not None
+        self._traffic.stop()
+        self._check_traffic()
+        counts = self._traffic.counts
+        self.view.say(
+            f"stopped producing: {counts.committed} records committed in "
+            f"{counts.transactions} transactions, {counts.aborted} records in aborted ones"
+        )
+
+    def _catch_up(self) -> None:
+        self._phase = "waiting for the destination to catch up"
+        committed = self._traffic_counts().committed
+        started = time.monotonic()
+        deadline = started + self.options.catch_up_timeout_s
+        while True:
+            self._tick()
+            arrived = self._watch.count if self._watch is not None else 0
+            if arrived >= committed:
+                self._phase = "caught up"
+                break
+            if time.monotonic() > deadline:
+                self._phase = "the destination did not catch up"
+                self.view.say(
+                    f"the destination did not catch up within {self.options.catch_up_timeout_s:.0f}"
+                    f" s: {arrived} of {committed} records are readable there; the verdict shows "
+                    "what is missing",
+                    style="bold red",
+                )
+                return
+        self.view.say(
+            f"destination caught up: {arrived} records readable, "
+            f"{time.monotonic() - started:.1f} s after the traffic stopped"
+        )
+
+    def _stop_roles(self) -> None:
+        self._phase = "stopping the roles"
+        self.view.say("stopping both roles with SIGTERM (each drains and exits 0)")
+        for role in (REPLICATOR, DEDUPLICATOR):
+            status = self._roles[role].terminate(_ROLE_STOP_TIMEOUT_S)
+            if status == 0:
+                self.view.say(f"{role} stopped cleanly (exit status 0)")
+            elif status is None:
+                self.view.say(
+                    f"{role} did not exit within {_ROLE_STOP_TIMEOUT_S:.0f} s of SIGTERM; "
+                    f"killed it. {self._roles[role].log_tail()}",
+                    style="bold red",
+                )
+            else:
+                self.view.say(
+                    f"{role} exited with status {status}. {self._roles[role].log_tail()}",
+                    style="bold red",
+                )
+
+    def _verdict(self) -> Verdict:
+        self._phase = "comparing"
+        self.view.say("comparing source and destination record by record (read_committed)")
+        topics = [t.name for t in TOPICS]
+        source = read_committed(self._clusters.source.bootstrap_servers, topics, _READ_TIMEOUT_S)
+        destination = read_committed(
+            self._clusters.target.bootstrap_servers, topics, _READ_TIMEOUT_S
+        )
+        verdict = judge(self._clusters.source.cluster_id, source, destination)
+        self.view.show_verdict(verdict, self._traffic_counts().aborted)
+        return verdict
+
+    # -- every tick: counts, display, health ------------------------------------------------------
+
+    def _tick(self) -> None:
+        tick_ends = time.monotonic() + _TICK_S
+        self._check_traffic()
+        self._check_roles()
+        self._scrape_roles()
+        if self._watch is not None:
+            self._watch.poll(_WATCH_BUDGET_S)
+        self.view.update(self._snapshot())
+        time.sleep(max(0.0, tick_ends - time.monotonic()))
+
+    def _check_traffic(self) -> None:
+        if self._traffic is not None and self._traffic.error:
+            raise DemoError(self._traffic.error)
+
+    def _check_roles(self) -> None:
+        for role, process in self._roles.items():
+            status = process.unexpected_exit()
+            if status is not None:
+                raise DemoError(
+                    f"the {role} exited by itself with status {status}\n{process.log_tail()}"
+                )
+
+    def _scrape_roles(self) -> None:
+        for role, process in self._roles.items():
+            samples = scrape(process.metrics_port) if process.is_running() else None
+            self._counters[role].observe(process.starts, samples)
+
+    def _traffic_counts(self) -> TrafficCounts:
+        return self._traffic.counts if self._traffic is not None else TrafficCounts(0, 0, 0)
+
+    def _snapshot(self) -> Snapshot:
+        traffic = self._traffic_counts()
+        replicator, deduplicator = self._counters[REPLICATOR], self._counters[DEDUPLICATOR]
+        return Snapshot(
+            phase=self._phase,
+            committed=traffic.committed,
+            aborted=traffic.aborted,
+            staged=replicator.total(REPLICATOR_RECORDS),
+            destination=self._watch.count if self._watch is not None else 0,
+            duplicates=deduplicator.total(DEDUPLICATOR_DUPLICATES),
+            orphans=deduplicator.total(DEDUPLICATOR_ORPHANS),
+            dead_letters=deduplicator.total(DEDUPLICATOR_DEAD_LETTERS),
+            roles=tuple(
+                RoleStatus(role, process.is_running(), process.pid, process.starts)
+                for role, process in self._roles.items()
+            ),
+        )
+
+    # -- clean-up ---------------------------------------------------------------------------------
+
+    def cleanup(self) -> bool:
+        """Stop everything this run started; whether nothing is left running.
+
+        Never raises: what fails is said, and the next step runs all the same.
+        """
+        self._quietly("stopping the display", lambda: self.view.stop_live())
+        if self._traffic is not None:
+            self._quietly("stopping the sample producer", self._traffic.stop)
+        if self._watch is not None:
+            self._quietly("closing the destination consumer", self._watch.close)
+            self._watch = None
+        for role, process in self._roles.items():
+            if process.is_running():
+                self._quietly(
+                    f"stopping the {role}",
+                    lambda p=process: p.terminate(_CLEANUP_ROLE_STOP_TIMEOUT_S),
+                )
+        self._quietly("stopping the clusters", self._clusters.stop)
+        self._lock.release()
+        left = [f"{role} (pid {p.pid})" for role, p in self._roles.items() if p.is_running()]
+        left += [f"cluster {name}" for name in self._clusters.running()]
+        if left:
+            self.view.say(f"still running after the clean-up: {', '.join(left)}", style="bold red")
+        return not left
+
+    def _quietly(self, what: str, action: Callable[[], object]) -> None:
+        try:
+            action()
+        except Exception as exc:  # clean-up goes on with the next step whatever this one did
+            self.view.say(f"{what} failed: {exc}", style="red")

@@ -1,0 +1,197 @@
+"""`exactly demo` as a user runs it: the verdict, the crashes, and nothing left running afterwards
+(also after Ctrl-C); and the verdict's comparison on hand-made records, so it can fail."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from envelope import HEADER_PROVENANCE, encode_provenance
+from exactly.demo.verdict import Reading, Record, compare_partition, judge
+from tests.commands import exactly_command, run_exactly
+
+CLUSTER_ID = "demo-cluster-id"
+VERDICT_LINE = re.compile(
+    r"^EXACTLY ONCE: (\d+) records in 12 partitions, 0 missing, 0 duplicated, 0 changed$", re.M
+)
+
+
+def _demo_env(tmp_path: Path) -> dict[str, str]:
+    # A state directory of its own: the demo's clusters are apart from the session's and from
+    # any `exactly kafka up` of the person running the tests.
+    return {**os.environ, "LOCALKAFKA_STATE_DIR": str(tmp_path / "state")}
+
+
+def _survivors(tmp_path: Path) -> list[str]:
+    """Live processes started by a demo run under `tmp_path`: the JVMs name their config there in
+    their command line, and every child inherits LOCALKAFKA_STATE_DIR pointing there."""
+    marker = str(tmp_path).encode()
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            if "State:\tZ" in (proc / "status").read_text():
+                continue
+            cmdline = (proc / "cmdline").read_bytes()
+            environ = (proc / "environ").read_bytes()
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+        if marker in cmdline or marker in environ:
+            command = cmdline.replace(b"\0", b" ")[:150].decode(errors="replace")
+            found.append(f"{proc.name}: {command}")
+    return found
+
+
+@pytest.mark.kafka
+def test_demo_survives_both_crashes_and_ends_with_a_clean_verdict(tmp_path):
+    started = time.monotonic()
+    result = run_exactly("demo", "--duration", "12", env=_demo_env(tmp_path), timeout_s=400)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    verdict = VERDICT_LINE.search(result.stdout)
+    assert verdict, output
+    assert int(verdict.group(1)) > 1000  # about 250 records/s for 12 s, minus the aborted ones
+    assert re.search(r"killed replicator \(pid \d+\) with SIGKILL — restarting", output), output
+    assert re.search(r"killed deduplicator \(pid \d+\) with SIGKILL — restarting", output), output
+    assert re.search(r"aborted transactions: [1-9]\d* records on the source, none in the", output)
+    assert "replicator stopped cleanly (exit status 0)" in output
+    assert "deduplicator stopped cleanly (exit status 0)" in output
+    assert "nothing left running" in output
+    assert "Traceback" not in output
+    assert _survivors(tmp_path) == []
+    print(f"demo --duration 12 took {time.monotonic() - started:.1f} s")
+
+
+@pytest.mark.kafka
+def test_ctrl_c_in_the_middle_stops_everything_and_exits_130(tmp_path):
+    log = tmp_path / "demo.out"
+    with log.open("w") as out:
+        demo = subprocess.Popen(
+            [*exactly_command(), "demo", "--duration", "60"],
+            env=_demo_env(tmp_path),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + 180
+        while "started deduplicator (pid" not in log.read_text():
+            assert demo.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+        time.sleep(3)  # the roles are at work now, and the traffic flows
+        demo.send_signal(signal.SIGINT)
+        status = demo.wait(120)
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+    output = log.read_text()
+    assert status == 130, output
+    assert "interrupted (Ctrl-C): stopping the roles and the clusters" in output
+    assert "nothing left running" in output
+    assert "Traceback" not in output
+    assert _survivors(tmp_path) == []
+
+
+# --- the verdict's comparison -------------------------------------------------------------------
+
+
+def _source(offset: int, value: bytes = b"v") -> Record:
+    return Record(offset, b"k%d" % offset, value, (("h", b"1"),), 0, 1_700_000_000_000 + offset)
+
+
+def _copy(
+    record: Record, offset: int, *, partition: int = 0, origin_offset: int | None = None
+) -> Record:
+    origin = encode_provenance(
+        CLUSTER_ID, partition, record.offset if origin_offset is None else origin_offset
+    )
+    return Record(
+        offset,
+        record.key,
+        record.value,
+        (*record.headers, (HEADER_PROVENANCE, origin)),
+        record.timestamp_type,
+        record.timestamp,
+    )
+
+
+def test_an_exact_copy_is_clean():
+    source = [_source(offset) for offset in (0, 1, 5, 6)]  # gaps: aborted records, markers
+    destination = [_copy(record, i) for i, record in enumerate(source)]
+    verdict = judge(CLUSTER_ID, Reading({("t", 0): source}), Reading({("t", 0): destination}))
+    assert verdict.clean
+    assert verdict.headline() == (
+        "EXACTLY ONCE: 4 records in 1 partitions, 0 missing, 0 duplicated, 0 changed"
+    )
+
+
+def test_every_kind_of_discrepancy_is_counted_and_named():
+    s = [_source(offset) for offset in range(8)]
+    altered = Record(9, s[1].key, b"other", s[1].headers, 0, s[1].timestamp)
+    destination = [
+        _copy(s[0], 0),  # matched
+        _copy(s[0], 1),  # duplicated
+        _copy(altered, 2, origin_offset=1),  # changed: value
+        # s[2] never arrives: missing
+        _copy(s[4], 3),  # matched
+        _copy(s[3], 4),  # changed: out of order
+        _copy(s[5], 5, origin_offset=99),  # changed: no committed source record (aborted?)
+        _copy(s[6], 6, partition=3),  # changed: origin names another partition
+        Record(7, s[7].key, s[7].value, s[7].headers, 0, s[7].timestamp),  # changed: no origin
+    ]
+    verdict = compare_partition(CLUSTER_ID, "t", 0, s, destination)
+    assert (verdict.matched, verdict.missing, verdict.duplicated, verdict.changed) == (2, 4, 1, 5)
+    assert verdict.uncommitted == 1
+    assert not verdict.clean
+
+    # Each destination record on its own, so that the per-partition limit hides no note.
+    notes = "\n".join(
+        note
+        for record in destination
+        for note in compare_partition(CLUSTER_ID, "t", 0, s, [record]).examples
+    )
+    assert "t[0] source offset 1: value differs" in notes
+    assert "which is no committed source record" in notes
+    assert "names source partition 3" in notes
+    assert f"no {HEADER_PROVENANCE} header" in notes
+
+    duplicated = compare_partition(CLUSTER_ID, "t", 0, s[:1], [_copy(s[0], 0), _copy(s[0], 1)])
+    assert duplicated.examples == [
+        "t[0] source offset 0 arrived again (destination offsets 0 and 1)"
+    ]
+    reordered = compare_partition(CLUSTER_ID, "t", 0, s[:2], [_copy(s[1], 0), _copy(s[0], 1)])
+    assert reordered.examples == ["t[0] source offset 0 arrived out of order"]
+    missing = compare_partition(CLUSTER_ID, "t", 0, s[:3], [_copy(s[0], 0)])
+    assert missing.examples == ["t[0] source offset 1 and 1 more never arrived"]
+
+
+def test_a_changed_header_timestamp_or_key_is_named():
+    original = _source(0)
+    copy = _copy(original, 0)
+    changed = Record(
+        0, b"other-key", copy.value, (("h", b"2"), copy.headers[-1]), 1, copy.timestamp + 1
+    )
+    verdict = compare_partition(CLUSTER_ID, "t", 0, [original], [changed])
+    assert verdict.changed == 1
+    assert verdict.examples == ["t[0] source offset 0: key, headers, timestamp differ"]
+
+
+def test_a_partition_not_read_to_its_end_and_a_wrong_cluster_fail_the_verdict():
+    source = {("t", 0): [_source(0)], ("t", 1): [_source(0)]}
+    destination = {("t", 0): [_copy(_source(0), 0)], ("t", 1): [_copy(_source(0), 0)]}
+    unread = judge(CLUSTER_ID, Reading(source), Reading(destination, unread={("t", 1)}))
+    assert not unread.clean
+    assert unread.headline().startswith("NOT EXACTLY ONCE: 2 records in 2 partitions")
+    assert "1 partitions not read to their end" in unread.headline()
+
+    foreign = judge("another-cluster", Reading(source), Reading(destination))
+    assert foreign.total("changed") == 2
+    assert foreign.total("missing") == 2
+    assert not foreign.clean
