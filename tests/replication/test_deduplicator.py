@@ -79,6 +79,22 @@ def _flow_name(unique_topic) -> str:
     return unique_topic("flow").replace(".", "-")[-90:]
 
 
+def _traffic_flow(source_cluster, target_cluster, tmp_path, unique_topic, topics, **extra: str):
+    """Create the source `topics` ({name: partitions}) and the environment of a flow over them,
+    with small envelopes so that kills land between many of them."""
+    for topic, partitions in topics.items():
+        create_topic(source_cluster.bootstrap_servers, topic, partitions)
+    return _flow_env(
+        source_cluster,
+        target_cluster,
+        tmp_path,
+        _flow_name(unique_topic),
+        "|".join(re.escape(t) for t in topics),
+        REPLICATION_ENVELOPE_MAX_RECORDS="50",
+        **extra,
+    )
+
+
 def test_data_mix_reaches_the_destination_exactly_once(
     source_cluster, target_cluster, unique_topic, roles, tmp_path
 ):
@@ -116,20 +132,12 @@ def _crash_run(source_cluster, target_cluster, unique_topic, roles, tmp_path, *,
     random moments, and once the deduplicator's RocksDB directory deleted between a kill and
     its restart; then every committed source record must be on the destination exactly once."""
     topics = {unique_topic("eos-a"): 6, unique_topic("eos-b"): 4}
-    for topic, partitions in topics.items():
-        create_topic(source_cluster.bootstrap_servers, topic, partitions)
-    env = _flow_env(
-        source_cluster,
-        target_cluster,
-        tmp_path,
-        _flow_name(unique_topic),
-        "|".join(re.escape(t) for t in topics),
-        REPLICATION_ENVELOPE_MAX_RECORDS="50",
-    )
+    env = _traffic_flow(source_cluster, target_cluster, tmp_path, unique_topic, topics)
     state_dir = tmp_path / "state"
     rng = random.Random(kills)
     victims = ["deduplicator"] * kills + ["replicator"] * kills
     rng.shuffle(victims)
+    deleted = False
     with ContinuousProducer(
         source_cluster.bootstrap_servers,
         topics,
@@ -143,12 +151,16 @@ def _crash_run(source_cluster, target_cluster, unique_topic, roles, tmp_path, *,
         for number, name in enumerate(victims):
             time.sleep(rng.uniform(0.5, 3.0))
             running[name].kill()
-            if name == "deduplicator" and number >= len(victims) // 2 and state_dir.exists():
+            if name == "deduplicator" and number >= len(victims) // 2 and not deleted:
                 # A pod that comes back with an empty disk: restore from the changelog.
                 shutil.rmtree(state_dir)
+                deleted = True
             running[name].start()
         produced = producer.stop()
-    assert not state_dir.exists() or running["deduplicator"].starts > kills // 2
+    assert deleted
+    # The restart after the deletion rebuilt its state from the changelog alone.
+    restored = r"state restored\" partition=\d+ from_offset=0 records=[1-9]"
+    assert re.search(restored, running["deduplicator"].log_text())
     assert produced > 1000
     source = read_source(source_cluster.bootstrap_servers, tuple(topics))
     destination = _await_destination(target_cluster, source)
@@ -182,15 +194,7 @@ def test_exactly_once_through_a_target_broker_crash(
     if target_cluster.broker is None:
         pytest.skip(f"{target_cluster.kind} clusters give no broker control")
     topic = unique_topic("target-crash")
-    create_topic(source_cluster.bootstrap_servers, topic, 6)
-    env = _flow_env(
-        source_cluster,
-        target_cluster,
-        tmp_path,
-        _flow_name(unique_topic),
-        re.escape(topic),
-        REPLICATION_ENVELOPE_MAX_RECORDS="50",
-    )
+    env = _traffic_flow(source_cluster, target_cluster, tmp_path, unique_topic, {topic: 6})
     with ContinuousProducer(
         source_cluster.bootstrap_servers,
         {topic: 6},
@@ -222,15 +226,12 @@ def test_exactly_once_with_two_deduplicators_and_a_third_killed(
     """Scale-out: two instances share staging; a third joins, takes partitions, and is
     SIGKILLed while it holds them; the group gives them back and nothing is lost or doubled."""
     topics = {unique_topic("scale-a"): 6, unique_topic("scale-b"): 6}
-    for topic, partitions in topics.items():
-        create_topic(source_cluster.bootstrap_servers, topic, partitions)
-    env = _flow_env(
+    env = _traffic_flow(
         source_cluster,
         target_cluster,
         tmp_path,
-        _flow_name(unique_topic),
-        "|".join(re.escape(t) for t in topics),
-        REPLICATION_ENVELOPE_MAX_RECORDS="50",
+        unique_topic,
+        topics,
         # A killed static member keeps its partitions until its session ends (45 s by default).
         KAFKA_CLUSTERS_DESTINATION_PROPERTIES_SESSION_TIMEOUT_MS="6000",
     )
