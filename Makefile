@@ -7,7 +7,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: install demo test chaos unit lint bench-envelope bench-replicator kafka-jars spark-connector clean
+.PHONY: install demo test chaos unit lint bench-envelope bench-replicator bench-pipeline bench-commit kafka-jars spark-connector clean
 
 install: $(VENV)/.installed kafka-jars spark-connector
 
@@ -53,6 +53,15 @@ bench-envelope: $(VENV)/.installed
 bench-replicator: install
 	$(BIN)/python bench/replicator_hot_path.py
 	$(BIN)/python bench/replicator_throughput.py
+
+# Both stages beside a plain loop and MirrorMaker 2 (its jars resolved with Maven on the first run):
+# throughput, latency and recovery after SIGKILL on its own two local clusters (about 6 minutes).
+bench-pipeline: install
+	$(BIN)/python bench/pipeline_vs_mirrormaker.py
+
+# Stage 2's commit limits (interval, records) against throughput and latency (about 5 minutes).
+bench-commit: install
+	$(BIN)/python bench/commit_limits.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -22,6 +22,7 @@ from envelope import EnvelopeError, decode, encode_provenance
 from envelope.model import TIMESTAMP_NOT_AVAILABLE
 from envelope.provenance import HEADER_PROVENANCE
 from runtime import ErrorClass, Settings, call_retrying, classify, get_logger
+from runtime.deadline import hard_deadline
 from runtime.errors import FencedError
 from runtime.kafka_errors import to_client_error
 from runtime.role import static_membership
@@ -33,6 +34,8 @@ CONSUME_BATCH = 2000
 CONSUME_TIMEOUT_S = 0.1
 TXN_TIMEOUT_S = 30.0
 TRANSACTION_TIMEOUT_MS = 60000
+# A transactional call still blocked this long after its own timeout is hung (runtime.deadline).
+HARD_DEADLINE_S = TXN_TIMEOUT_S + 30.0
 # How long a retriable error of one transactional call is retried before the transaction is
 # given up (aborted) or, for the commit itself, the process restarts from the committed truth.
 RETRY_DEADLINE_S = TRANSACTION_TIMEOUT_MS / 1000
@@ -121,18 +124,16 @@ class Deduplicator:
             on_revoke=self._on_revoke,
             on_lost=self._on_lost,
         )
-        settings = self.settings
-        interval_s = settings.commit_interval_ms / 1000
         try:
             while not self._should_stop():
                 self._beat()
                 for message in self.consumer.consume(CONSUME_BATCH, CONSUME_TIMEOUT_S):
                     self._process(message)
-                if self._in_transaction and (
-                    time.monotonic() - self._began >= interval_s
-                    or self._produced >= settings.commit_max_records
-                    or self._bytes >= settings.commit_max_bytes
-                ):
+                    # Checked per envelope: a batch of envelopes can hold a million records,
+                    # and the limits bound what one transaction holds, not what one batch does.
+                    if self._commit_due() and not self._commit_or_recover():
+                        break  # rewound: the rest of this batch is read again from the commit
+                if self._commit_due():
                     self._commit_or_recover()
             if self._in_transaction:
                 self._commit_or_recover()
@@ -142,6 +143,14 @@ class Deduplicator:
             for store in self.stores.values():
                 store.close()
             self.stores.clear()
+
+    def _commit_due(self) -> bool:
+        settings = self.settings
+        return self._in_transaction and (
+            time.monotonic() - self._began >= settings.commit_interval_ms / 1000
+            or self._produced >= settings.commit_max_records
+            or self._bytes >= settings.commit_max_bytes
+        )
 
     def _process(self, message: Message) -> None:
         error = message.error()
@@ -307,14 +316,18 @@ class Deduplicator:
             for partition, offset in self._offsets.items()
         ]
         group = self.consumer.consumer_group_metadata()
-        self._retrying(  # step 3
-            "send_offsets_to_transaction",
-            lambda: self.producer.send_offsets_to_transaction(offsets, group, TXN_TIMEOUT_S),
-        )
+
+        def send_offsets() -> None:
+            with hard_deadline(HARD_DEADLINE_S, "send_offsets_to_transaction"):
+                self.producer.send_offsets_to_transaction(offsets, group, TXN_TIMEOUT_S)
+
+        def commit() -> None:
+            with hard_deadline(HARD_DEADLINE_S, "commit_transaction"):
+                self.producer.commit_transaction(TXN_TIMEOUT_S)
+
+        self._retrying("send_offsets_to_transaction", send_offsets)  # step 3
         try:  # step 4
-            self._retrying(
-                "commit_transaction", lambda: self.producer.commit_transaction(TXN_TIMEOUT_S)
-            )
+            self._retrying("commit_transaction", commit)
         except TransactionFailedError as exc:
             raise DeduplicatorError(f"outcome of the transaction commit unknown: {exc}") from exc
         committed_at = time.time()
@@ -350,9 +363,11 @@ class Deduplicator:
                 ) from exc
             raise
 
-    def _commit_or_recover(self) -> None:
+    def _commit_or_recover(self) -> bool:
+        """Commit; or abort and rewind to the committed offsets (False)."""
         try:
             self._commit()
+            return True
         except (KafkaException, TransactionFailedError) as exc:
             error = _kafka_error(exc)
             if error is not None and classify(error) is ErrorClass.FATAL:
@@ -362,6 +377,7 @@ class Deduplicator:
             log.warning("transaction aborted", error=str(exc))
             self._abort()
             self._rewind()
+            return False
 
     def _abort(self) -> None:
         self.metrics.transactions.labels("aborted").inc()

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from deduplicator.errors import RestoreTimeoutError
-from runtime import Settings
+from runtime import Settings, call_retrying
 
 _LIBRDKAFKA_LOG = logging.getLogger("librdkafka")
 _POLL_S = 0.05
@@ -48,7 +48,11 @@ def changelog_tail(
     """(key, value, offset) of the readable changelog records from `start` to the end offset of
     the moment; RestoreTimeoutError once `time.monotonic()` passes `deadline`."""
     tp = TopicPartition(topic, partition)
-    _low, end = reader.get_watermark_offsets(tp, timeout=_WATERMARK_TIMEOUT_S, cached=False)
+    # A leader still being elected (a new changelog, a broker just restarted) is retriable.
+    _low, end = call_retrying(
+        lambda: reader.get_watermark_offsets(tp, timeout=_WATERMARK_TIMEOUT_S, cached=False),
+        deadline_s=_WATERMARK_TIMEOUT_S,
+    )
     if start >= end:
         return
     reader.assign([TopicPartition(topic, partition, start)])

@@ -5,7 +5,9 @@ orchestrator restarts the process."""
 
 from __future__ import annotations
 
+import faulthandler
 import gc
+import signal
 import sys
 from collections.abc import Callable
 
@@ -41,6 +43,9 @@ def run_role(
         print(f"exactly {role}: configuration error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     configure_logging(settings.log_level, role)
+    # `kill -USR1 <pid>` prints every thread's Python stack to stderr: what a stuck loop (a
+    # 503 on /healthz) is waiting in, without stopping the process.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     log = get_logger(role)
     health = Health()
     server = None

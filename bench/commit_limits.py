@@ -1,0 +1,89 @@
+"""Stage 2's commit limits by measurement: pipeline throughput and latency for several
+REPLICATION_COMMIT_INTERVAL_MS / REPLICATION_COMMIT_MAX_RECORDS pairs, in one invocation.
+
+    python bench/commit_limits.py [--records N] [--rate R] [--variants 100:10000,250:50000]
+
+On its own two local clusters: the plain consume->produce loop once (the baseline), then per
+variant a fresh 12-partition source topic of 100 B records copied by the whole pipeline
+(records/s and the ratio to the baseline), and the pipeline's p50/p99 latency (production to
+read_committed visibility) at a fixed rate. Noisy 2-core machine: compare within one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.flowmeter import percentile, source_tail
+from bench.mirrormaker import ensure_mirrormaker
+from bench.pipeline_vs_mirrormaker import Bench
+from bench.replicator_throughput import _create, _fill
+from localkafka import LocalCluster, start_all
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=2_000_000)
+    parser.add_argument("--rate", type=float, default=40_000.0, help="records/s for latency")
+    parser.add_argument(
+        "--variants",
+        default="100:10000,250:50000,1000:200000",
+        help="comma-separated INTERVAL_MS:MAX_RECORDS pairs",
+    )
+    args = parser.parse_args()
+    variants = [tuple(int(x) for x in v.split(":")) for v in args.variants.split(",")]
+    with tempfile.TemporaryDirectory(prefix="bench-commit-") as tmp:
+        base = Path(tmp)
+        clusters = [LocalCluster.create(base / name, name) for name in ("source", "target")]
+        start_all(clusters, tie_to_parent=True)
+        try:
+            bench = Bench(clusters, base, ensure_mirrormaker(), verify=False)
+            rows = []
+            baseline = None
+            for interval_ms, max_records in variants:
+                topic = f"commit-{interval_ms}-{max_records}"
+                _create(bench.source, topic)
+                _fill(bench.source, topic, 100, args.records)
+                tail = source_tail(bench.source, topic, 12)
+                if baseline is None:
+                    _, timing = bench._plain(topic, tail)
+                    baseline = tail.total / timing.seconds
+                    print(f"plain loop: {baseline:,.0f} records/s", flush=True)
+                bench.pipeline_env = {
+                    "REPLICATION_COMMIT_INTERVAL_MS": str(interval_ms),
+                    "REPLICATION_COMMIT_MAX_RECORDS": str(max_records),
+                }
+                _, timing = bench._pipeline(topic, tail)
+                throughput = tail.total / timing.seconds
+                _, _, latencies = bench.latency(
+                    "pipeline", args.rate, tag=f"lat-{interval_ms}-{max_records}"
+                )
+                rows.append((interval_ms, max_records, throughput, latencies))
+                print(
+                    f"{interval_ms} ms / {max_records} records: {throughput:,.0f} records/s, "
+                    f"p50 {percentile(latencies, 50):.0f} ms, "
+                    f"p99 {percentile(latencies, 99):.0f} ms",
+                    flush=True,
+                )
+        finally:
+            gc.collect()
+            for cluster in clusters:
+                cluster.stop()
+    print(f"\n100 B records; plain loop {baseline:,.0f} records/s; latency at {args.rate:,.0f}/s")
+    print(f"{'interval ms':>12} {'max records':>12} {'records/s':>11} {'x plain':>8} "
+          f"{'p50 ms':>7} {'p99 ms':>7}")  # fmt: skip
+    for interval_ms, max_records, throughput, latencies in rows:
+        print(
+            f"{interval_ms:>12} {max_records:>12,} {throughput:>11,.0f} "
+            f"{throughput / baseline:>8.2f} {percentile(latencies, 50):>7.0f} "
+            f"{percentile(latencies, 99):>7.0f}"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,294 @@
+"""MirrorMaker 2 in dedicated mode as a local Java process, the baseline of the pipeline bench.
+
+    libs = ensure_mirrormaker()                     # Maven, once, into the localkafka cache
+    with MirrorMaker2(libs, workdir, "mm2eos100", source, target, "bench-100",
+                      exactly_once=True) as mm2:
+        ...                                         # records arrive in mm2.destination_topic
+
+The jars come from `deps/mirrormaker-pom.xml` (connect-mirror of the same Kafka release as
+localkafka's brokers), resolved like localkafka resolves Kafka: `mvn dependency:copy-dependencies`
+into a staging directory renamed into place only when complete, under a lock.
+
+Every property below was checked against Kafka's own source (MirrorMakerConfig, MirrorSourceConfig,
+DistributedConfig) and the geo-replication docs, not guessed; `exactly_once_evidence()` reads the
+log to prove what mode actually ran.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from localkafka.errors import KafkaInstallError
+from localkafka.install import KAFKA_VERSION, cache_root
+from localkafka.node import _die_with_parent, _java
+
+POM = Path(__file__).resolve().parents[1] / "deps" / "mirrormaker-pom.xml"
+MAIN_CLASS = "org.apache.kafka.connect.mirror.MirrorMaker"
+TARGET_ALIAS = "target"
+_MAVEN_TIMEOUT_S = 900
+_HEAP = "1g"
+_LOG4J2 = """\
+status = warn
+appender.file.type = File
+appender.file.name = FILE
+appender.file.fileName = {log}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = FILE
+"""
+
+
+def ensure_mirrormaker(version: str = KAFKA_VERSION) -> Path:
+    """The directory of MirrorMaker's jars, resolved with Maven first if not cached yet."""
+    root = cache_root()
+    libs = root / f"mirrormaker-{version}" / "libs"
+    if _is_complete(libs, version):
+        return libs
+    root.mkdir(parents=True, exist_ok=True)
+    # The same lock as localkafka's install: one Maven at a time in this cache.
+    with open(root / ".install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not _is_complete(libs, version):
+            _resolve(version, libs)
+    return libs
+
+
+def _is_complete(libs: Path, version: str) -> bool:
+    return (libs / f"connect-mirror-{version}.jar").is_file() and (libs / ".complete").is_file()
+
+
+def _resolve(version: str, libs: Path) -> None:
+    if shutil.which("mvn") is None:
+        raise KafkaInstallError("Maven (mvn) is not on PATH; it is needed for MirrorMaker's jars")
+    libs.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".libs-", dir=libs.parent))
+    command = [
+        "mvn",
+        "--batch-mode",
+        "--quiet",
+        "-f",
+        str(POM),
+        f"-Dkafka.version={version}",
+        "dependency:copy-dependencies",
+        f"-DoutputDirectory={staging}",
+    ]
+    print(f"resolving MirrorMaker {version} with Maven into {libs} (once)", flush=True)
+    try:
+        result = subprocess.run(
+            command, capture_output=True, text=True, timeout=_MAVEN_TIMEOUT_S, check=False
+        )
+    except subprocess.TimeoutExpired as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise KafkaInstallError(f"mvn did not finish within {_MAVEN_TIMEOUT_S} s") from exc
+    if result.returncode != 0 or not (staging / f"connect-mirror-{version}.jar").is_file():
+        shutil.rmtree(staging, ignore_errors=True)
+        tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-20:])
+        raise KafkaInstallError(f"mvn could not resolve MirrorMaker {version}:\n{tail}")
+    (staging / ".complete").touch()
+    shutil.rmtree(libs, ignore_errors=True)
+    staging.rename(libs)
+
+
+def mm2_properties(
+    source_alias: str,
+    source_bootstrap: str,
+    target_bootstrap: str,
+    topic: str,
+    *,
+    tasks: int,
+    exactly_once: bool,
+    rest_port: int,
+    producer: dict[str, str],
+    consume_batch: int,
+) -> dict[str, str]:
+    """The dedicated-mode configuration of one flow `source_alias` -> target for one topic.
+
+    A fresh source alias per run gives fresh destination topics (the default replication policy
+    names them `<alias>.<topic>`) and fresh internal topics (`mm2-offsets.<alias>.internal`, ...),
+    so every run starts from the beginning of the source topic, as ours do.
+    """
+    src, tgt = source_alias, TARGET_ALIAS
+    properties = {
+        "clusters": f"{src}, {tgt}",
+        f"{src}.bootstrap.servers": source_bootstrap,
+        f"{tgt}.bootstrap.servers": target_bootstrap,
+        f"{src}->{tgt}.enabled": "true",
+        f"{src}->{tgt}.topics": re.escape(topic),
+        "tasks.max": str(tasks),
+        # One broker per cluster: every topic MirrorMaker creates needs replication factor 1.
+        "replication.factor": "1",
+        "checkpoints.topic.replication.factor": "1",
+        "heartbeats.topic.replication.factor": "1",
+        "offset.storage.replication.factor": "1",
+        "status.storage.replication.factor": "1",
+        "config.storage.replication.factor": "1",
+        # Only the copy is measured: no heartbeats (and so no target->source herder), no
+        # checkpoints, group offset sync or offset syncs, which would cost CPU beside the copy.
+        # The checkpoint connector refuses to start without them (it logs that, once): expected.
+        # No offset-syncs.* property may be set then, or the source connector refuses too.
+        "emit.heartbeats.enabled": "false",
+        "emit.checkpoints.enabled": "false",
+        "sync.group.offsets.enabled": "false",
+        "emit.offset-syncs.enabled": "false",
+        "refresh.groups.enabled": "false",
+        "sync.topic.acls.enabled": "false",
+        # Committed source records only, as our stage 1 reads them; also what exactly-once needs
+        # (MirrorSourceConnector.exactlyOnceSupport answers UNSUPPORTED otherwise).
+        f"{src}.consumer.isolation.level": "read_committed",
+        # The batch our roles consume at once (CONSUME_BATCH in both loops) instead of 500.
+        f"{src}.consumer.max.poll.records": str(consume_batch),
+        # KIP-710: the internal REST server, needed by exactly-once (task fencing across nodes);
+        # on a free loopback port so it never meets anything else on this machine.
+        "dedicated.mode.enable.internal.rest": "true",
+        "listeners": f"http://127.0.0.1:{rest_port}",
+    }
+    # The producer settings of the plain loop and stage 1 (Connect's own defaults, in
+    # Worker.baseProducerConfigs, are max.in.flight=1 and no idempotence: slower than ours for
+    # reasons not in question here).
+    for name, value in producer.items():
+        properties[f"{tgt}.producer.{name}"] = value
+    if exactly_once:
+        # KIP-618 in dedicated mode: the worker of the herder that writes to `target` runs source
+        # tasks with one transactional producer each, source offsets in the same transaction.
+        properties[f"{tgt}.exactly.once.source.support"] = "enabled"
+    return properties
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class MirrorMaker2:
+    """One dedicated MirrorMaker 2 JVM for one flow; killed on exit, whatever happened."""
+
+    def __init__(
+        self,
+        libs: Path,
+        workdir: Path,
+        source_alias: str,
+        source_bootstrap: str,
+        target_bootstrap: str,
+        topic: str,
+        *,
+        exactly_once: bool,
+        tasks: int,
+        producer: dict[str, str],
+        consume_batch: int,
+    ) -> None:
+        self.libs = libs
+        self.workdir = workdir / source_alias
+        self.source_alias = source_alias
+        self.exactly_once = exactly_once
+        self.destination_topic = f"{source_alias}.{topic}"
+        self.properties = mm2_properties(
+            source_alias,
+            source_bootstrap,
+            target_bootstrap,
+            topic,
+            tasks=tasks,
+            exactly_once=exactly_once,
+            rest_port=free_port(),
+            producer=producer,
+            consume_batch=consume_batch,
+        )
+        self.log_path = self.workdir / "mirrormaker.log"
+        self._process: subprocess.Popen[bytes] | None = None
+        self.launched = 0.0  # time.monotonic() of the latest start
+
+    def start(self) -> MirrorMaker2:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        config = self.workdir / "mm2.properties"
+        config.write_text("".join(f"{k} = {v}\n" for k, v in self.properties.items()))
+        log4j = self.workdir / "log4j2.properties"
+        log4j.write_text(_LOG4J2.format(log=self.log_path))
+        command = [
+            _java(),
+            f"-Xmx{_HEAP}",
+            "-XX:+UseG1GC",
+            "-XX:+ExitOnOutOfMemoryError",
+            "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={log4j}",
+            "-cp",
+            str(self.libs / "*"),
+            MAIN_CLASS,
+            str(config),
+        ]
+        self.launched = time.monotonic()
+        with open(self.workdir / "stdout.log", "ab") as out:
+            # Its own session (Ctrl-C reaches only the bench, which stops it in order), and the
+            # kernel SIGKILLs it if the bench dies: no MirrorMaker outlives the bench.
+            self._process = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
+            )
+        return self
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process else None
+
+    def is_running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash would, and wait until it is gone."""
+        if self._process is None:
+            return
+        if self._process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._process.pid, signal.SIGKILL)
+        self._process.wait(30)
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """SIGTERM (its shutdown hook stops the herders), SIGKILL after `timeout_s`."""
+        if self._process is None or self._process.poll() is not None:
+            return
+        self._process.send_signal(signal.SIGTERM)
+        try:
+            self._process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def log_tail(self, lines: int = 30) -> str:
+        tail = "\n".join(self.log_text().splitlines()[-lines:])
+        return f"--- last {lines} lines of {self.log_path}:\n{tail}"
+
+    def exactly_once_evidence(self) -> tuple[str, int]:
+        """What the log says ran: the worker's exactly.once.source.support, and how many
+        producers were created with a transactional.id (one per task when exactly-once is on).
+        """
+        text = self.log_text()
+        support = set(re.findall(r"exactly\.once\.source\.support = (\w+)", text))
+        ids = set(re.findall(r"transactional\.id = (\S+)", text)) - {"null"}
+        return ",".join(sorted(support)) or "?", len(ids)
+
+    def __enter__(self) -> MirrorMaker2:
+        if self._process is None:
+            self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.kill()

@@ -1,0 +1,557 @@
+"""The whole pipeline (stage 1 + stage 2, exactly-once) beside a plain consume->produce loop and
+MirrorMaker 2, in one invocation on the same source data.
+
+    python bench/pipeline_vs_mirrormaker.py [--records-100b N] [--records-1kib N]
+        [--phases throughput,latency,recovery] [--mm2-recovery] [--verify]
+
+Starts two local Kafka clusters (localkafka) and, for each record size (100 B and 1 KiB values,
+12 partitions, one header), fills one source topic and copies it four times, each into fresh
+destination topics on the target:
+  plain loop:     bench/replicator_throughput.py's loop in a process of its own: batched
+                  consume(), produce() of every record (key, value, headers, timestamp, same
+                  partition), idempotent, no transactions; not exactly-once;
+  pipeline:       `python -m replicator` and `python -m deduplicator` started together;
+  MM2 at-least-once, MM2 exactly-once: MirrorMaker 2 in dedicated mode from the same Kafka
+                  release (bench/mirrormaker.py), tasks.max = partitions, our producer settings.
+Each copy is timed from its first record appended on the target to the source's last record
+of every partition visible to a read_committed consumer of the destination (bench/flowmeter.py);
+start-up (a JVM, group joins) is reported apart. Then, at half the pipeline's 100 B rate:
+  latency:   production time (CreateTime) to visibility on the destination, p50/p99, for the
+             pipeline and MirrorMaker 2 exactly-once;
+  recovery:  SIGKILL of the replicator, then of the deduplicator, each restarted at once, while
+             production goes on: the time until the destination runs at >= 90 % of the produce
+             rate again, and until it has caught up (--mm2-recovery: the same for MM2 EOS).
+Prints what it measured: ratios within one run on a noisy 2-core machine, never pass/fail.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import re
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from confluent_kafka import Consumer, TopicPartition
+
+from bench.flowmeter import (
+    ChildRun,
+    EndOffsets,
+    PacedProducer,
+    Recovery,
+    RunTiming,
+    Sampler,
+    SourceTail,
+    analyse_recovery,
+    await_copy,
+    collect_latencies,
+    percentile,
+    probe_until_visible,
+    source_tail,
+)
+from bench.mirrormaker import MirrorMaker2, ensure_mirrormaker
+from bench.replicator_throughput import (
+    PARTITIONS,
+    _baseline,
+    _create,
+    _fill,
+    _producer_settings,
+)
+from localkafka import LocalCluster, start_all
+from replicator.loop import CONSUME_BATCH
+from tests.replication.processes import RoleProcess
+
+COPY_TIMEOUT_S = 900.0
+START_TIMEOUT_S = 180.0
+LATENCY_WARMUP_S = 3.0
+LATENCY_WINDOW_S = 20.0
+RECOVERY_WARMUP_S = 8.0
+RECOVERY_TIMEOUT_S = 90.0
+MM2_RECOVERY_TIMEOUT_S = 240.0
+# The Java producer's batch.size set to librdkafka's default (what our producers keep), so
+# MirrorMaker batches up to the same size as we do within the same linger.
+JAVA_BATCH_SIZE = 1_000_000
+CANDIDATES = ("plain loop", "pipeline", "MM2 at-least-once", "MM2 exactly-once")
+
+# `python -m role`, except that the kernel SIGKILLs the role if the bench dies (even by
+# SIGKILL): no role outlives the bench and its clusters.
+_TIED_ROLE = (
+    "import os, runpy, sys\n"
+    "from localkafka.node import _die_with_parent\n"
+    "_die_with_parent()\n"
+    "if os.getppid() != {parent}: sys.exit(1)\n"
+    "sys.argv[0] = {role!r}\n"
+    "runpy.run_module({role!r}, run_name='__main__', alter_sys=True)\n"
+)
+
+
+@dataclass
+class Row:
+    size: int
+    count: int
+    timings: dict[str, RunTiming]
+    extra_offsets: dict[str, int]  # destination offsets beyond the records: markers, duplicates
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    # Enough for >= 10 s of the fastest copy (the plain loop) on a quiet 2-core machine.
+    parser.add_argument("--records-100b", type=int, default=5_000_000)
+    parser.add_argument("--records-1kib", type=int, default=3_500_000)
+    parser.add_argument(
+        "--phases",
+        default="throughput,latency,recovery",
+        help="comma-separated subset of throughput,latency,recovery",
+    )
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=0.0,
+        help="records/s for latency and recovery (default: half the pipeline's 100 B rate)",
+    )
+    parser.add_argument("--mm2-recovery", action="store_true", help="also SIGKILL MM2 EOS")
+    parser.add_argument(
+        "--verify", action="store_true", help="after each copy, count every destination record"
+    )
+    args = parser.parse_args()
+    phases = set(args.phases.split(","))
+    if not phases <= {"throughput", "latency", "recovery"}:
+        parser.error(f"unknown phase in {args.phases!r}")
+    if "throughput" not in phases and not args.rate:
+        parser.error("latency and recovery without the throughput phase need --rate")
+    # SIGTERM like Ctrl-C: the finally blocks stop every process this bench started.
+    signal.signal(signal.SIGTERM, _interrupt)
+    libs = ensure_mirrormaker()
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="bench-pipeline-") as tmp:
+        base = Path(tmp)
+        clusters = [LocalCluster.create(base / name, name) for name in ("source", "target")]
+        start_all(clusters, tie_to_parent=True)
+        try:
+            bench = Bench(clusters, base, libs, verify=args.verify)
+            rate = args.rate
+            if "throughput" in phases:
+                rows = []
+                for size, count in ((100, args.records_100b), (1024, args.records_1kib)):
+                    row = bench.throughput(size, count)
+                    rows.append(row)
+                    report_throughput(row)
+                rate = rate or rows[0].count / rows[0].timings["pipeline"].seconds / 2
+                report_summary(rows)
+            if "latency" in phases:
+                # MM2 at the pipeline's load, unless that is more than half its own maximum.
+                mm2_rate = rate
+                if "throughput" in phases:
+                    mm2_max = rows[0].count / rows[0].timings["MM2 exactly-once"].seconds
+                    mm2_rate = min(rate, mm2_max / 2)
+                report_latency(
+                    [bench.latency("pipeline", rate), bench.latency("MM2 exactly-once", mm2_rate)]
+                )
+            if "recovery" in phases:
+                report_recovery(bench.recovery_pipeline(rate), rate)
+                if args.mm2_recovery:
+                    report_recovery(bench.recovery_mm2(rate), rate)
+        finally:
+            gc.collect()  # clients of ours left in reference cycles: gone before their brokers
+            for cluster in clusters:
+                cluster.stop()
+    print(f"\nbench took {time.monotonic() - started:.0f} s")
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+class Bench:
+    def __init__(self, clusters: list[LocalCluster], base: Path, libs: Path, *, verify: bool):
+        self.source, self.target = (c.bootstrap_servers for c in clusters)
+        self.broker_pids = [c.broker.pid for c in clusters]
+        self.base = base
+        self.libs = libs
+        self.verify = verify
+        # Extra settings of both roles (bench/commit_limits.py varies the commit limits).
+        self.pipeline_env: dict[str, str] = {}
+
+    # -- throughput ---------------------------------------------------------------------------
+
+    def throughput(self, size: int, count: int) -> Row:
+        topic = f"bench-{size}"
+        print(f"\n== {size} B values: filling {topic} with {count:,} records", flush=True)
+        _create(self.source, topic)
+        filling = time.monotonic()
+        _fill(self.source, topic, size, count)
+        print(f"   filled in {time.monotonic() - filling:.1f} s", flush=True)
+        tail = source_tail(self.source, topic, PARTITIONS)
+        timings: dict[str, RunTiming] = {}
+        extra: dict[str, int] = {}
+        for name, run in (
+            ("plain loop", self._plain),
+            ("pipeline", self._pipeline),
+            ("MM2 at-least-once", lambda t, s: self._mm2(t, s, exactly_once=False)),
+            ("MM2 exactly-once", lambda t, s: self._mm2(t, s, exactly_once=True)),
+        ):
+            print(f"   {name} ...", end=" ", flush=True)
+            destination, timing = run(topic, tail)
+            written = EndOffsets(self.target, [(destination, PARTITIONS)], committed=False)
+            extra[name] = written.total() - tail.total
+            if self.verify:
+                self._verify(destination, tail, timing)
+            timings[name] = timing
+            print(
+                f"{tail.total / timing.seconds:,.0f} records/s over {timing.seconds:.1f} s "
+                f"(start-up {timing.startup:.1f} s){''.join('; ' + n for n in timing.notes)}",
+                flush=True,
+            )
+        return Row(size, count, timings, extra)
+
+    def _plain(self, topic: str, tail: SourceTail) -> tuple[str, RunTiming]:
+        destination = f"{topic}-baseline"  # what _baseline writes to
+        launched = time.monotonic()
+        child = ChildRun(_baseline, self.source, self.target, topic, tail.total)
+        try:
+            timing = self._await(destination, tail, [(destination, PARTITIONS)], launched,
+                                 lambda: [child.pid], child.check_alive)  # fmt: skip
+            # The loop exits once it has flushed, often before the last check here: its own
+            # CPU count (from assignment to flush) instead of /proc.
+            _seconds, timing.cpu_role = child.result(120)
+        finally:
+            child.kill()
+        return destination, timing
+
+    def _pipeline(self, topic: str, tail: SourceTail) -> tuple[str, RunTiming]:
+        flow = f"bench-{topic}"
+        destination = f"pipeline.{topic}"
+        launched = time.monotonic()
+        with self._roles(flow, topic) as (replicator, deduplicator):
+            timing = self._await(
+                destination,
+                tail,
+                [(f"__exactly.{flow}.staging", PARTITIONS), (destination, PARTITIONS)],
+                launched,
+                lambda: [replicator.pid, deduplicator.pid],
+                lambda: _check_roles(replicator, deduplicator),
+            )
+            for role in (replicator, deduplicator):  # stage 1 first: nothing new for stage 2
+                if role.terminate(60) != 0:
+                    timing.notes.append(f"{role.name} exited with {role.returncode}")
+        # The clock starts at stage 1's first staging record; stage 2 is still starting then
+        # (it waits for the staging topic stage 1 creates): that start-up is in the time.
+        timing.notes.append(
+            f"first destination record {timing.destination_first - timing.first_output:.1f} s "
+            "after the first staging record"
+        )
+        stage1, stage2 = (cpu / tail.total * 1e6 for cpu in timing.cpu_each)
+        timing.notes.append(f"cpu s/M: replicator {stage1:.2f}, deduplicator {stage2:.2f}")
+        return destination, timing
+
+    def _mm2(self, topic: str, tail: SourceTail, *, exactly_once: bool) -> tuple[str, RunTiming]:
+        alias = f"mm2{'eos' if exactly_once else 'alo'}{topic.rsplit('-', 1)[-1]}"
+        with self._mirrormaker(alias, topic, exactly_once=exactly_once) as mm2:
+            timing = self._await(
+                mm2.destination_topic,
+                tail,
+                [(mm2.destination_topic, PARTITIONS)],
+                mm2.launched,
+                lambda: [mm2.pid],
+                lambda: _check_mm2(mm2),
+            )
+            support, producers = mm2.exactly_once_evidence()
+            timing.notes.append(
+                f"log: exactly.once.source.support={support}, {producers} transactional producers"
+            )
+            if exactly_once and (support != "enabled" or producers < PARTITIONS):
+                timing.notes.append("EXACTLY-ONCE NOT CONFIRMED BY THE LOG")
+            mm2.stop()
+        return mm2.destination_topic, timing
+
+    def _await(
+        self,
+        destination: str,
+        tail: SourceTail,
+        first_output: list[tuple[str, int]],
+        launched: float,
+        role_pids: Callable[[], list[int | None]],
+        check_alive: Callable[[], None],
+    ) -> RunTiming:
+        return await_copy(
+            self.target,
+            destination,
+            tail,
+            first_output_topics=first_output,
+            launched=launched,
+            role_pids=role_pids,
+            broker_pids=self.broker_pids,
+            check_alive=check_alive,
+            timeout_s=COPY_TIMEOUT_S,
+        )
+
+    def _verify(self, destination: str, tail: SourceTail, timing: RunTiming) -> None:
+        """Count every record a read_committed consumer sees, per partition, up to the last."""
+        reader = Consumer(
+            {
+                "bootstrap.servers": self.target,
+                "group.id": "bench-verify",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+            }
+        )
+        reader.assign([TopicPartition(destination, p, 0) for p in range(PARTITIONS)])
+        counts = dict.fromkeys(range(PARTITIONS), 0)
+        open_partitions = {p for p, n in tail.counts.items() if n}
+        deadline = time.monotonic() + 300
+        while open_partitions and time.monotonic() < deadline:
+            for message in reader.consume(10000, 0.5):
+                p = message.partition()
+                if message.error() or p not in open_partitions:
+                    continue
+                counts[p] += 1
+                if message.key() == tail.last_keys[p]:
+                    open_partitions.discard(p)
+        reader.close()
+        wrong = {p: (counts[p], n) for p, n in tail.counts.items() if counts[p] != n}
+        timing.notes.append(
+            "verified: per-partition counts equal the source's"
+            if not wrong
+            else f"VERIFY FAILED (got, want): {wrong}"
+        )
+
+    # -- latency ------------------------------------------------------------------------------
+
+    def latency(
+        self, candidate: str, rate: float, tag: str = "lat"
+    ) -> tuple[str, float, list[float]]:
+        topic = f"latency-{'pipeline' if candidate == 'pipeline' else 'mm2eos'}-{tag}"
+        _create(self.source, topic)
+        print(f"\n== latency of the {candidate} at {rate:,.0f} records/s", flush=True)
+        with self._candidate(candidate, topic, tag) as (destination, check_alive):
+            probe_until_visible(self.source, self.target, topic, destination, START_TIMEOUT_S)
+            with PacedProducer(self.source, topic, PARTITIONS, rate, 100):
+                time.sleep(LATENCY_WARMUP_S)
+                window = (time.time(), time.time() + LATENCY_WINDOW_S)
+                latencies = collect_latencies(
+                    self.target, destination, PARTITIONS, window, check_alive, 120
+                )
+        return candidate, rate, latencies
+
+    # -- recovery -----------------------------------------------------------------------------
+
+    def recovery_pipeline(self, rate: float) -> list[Recovery]:
+        topic = "recovery-pipeline"
+        _create(self.source, topic)
+        flow = "bench-recovery"
+        destination = f"pipeline.{topic}"
+        print(f"\n== recovery of the pipeline at {rate:,.0f} records/s", flush=True)
+        results = []
+        with self._roles(flow, topic) as (replicator, deduplicator):
+
+            def check_alive() -> None:
+                _check_roles(replicator, deduplicator)
+
+            probe_until_visible(self.source, self.target, topic, destination, START_TIMEOUT_S)
+            sampler = Sampler(self.source, topic, self.target, destination, PARTITIONS)
+            with PacedProducer(self.source, topic, PARTITIONS, rate, 100):
+                sampler.run_for(RECOVERY_WARMUP_S, check_alive)
+                for victim in (replicator, deduplicator):
+                    killed_at = time.monotonic()
+                    victim.kill()
+                    victim.start()
+                    sampler.run_until_recovered(
+                        killed_at, victim.name, check_alive, RECOVERY_TIMEOUT_S
+                    )
+                    results.append(analyse_recovery(sampler.samples, killed_at, victim.name))
+        return results
+
+    def recovery_mm2(self, rate: float) -> list[Recovery]:
+        topic = "recovery-mm2eos"
+        _create(self.source, topic)
+        print(f"\n== recovery of MM2 exactly-once at {rate:,.0f} records/s", flush=True)
+        with ExitStack() as stack:
+            mm2 = stack.enter_context(self._mirrormaker("mm2eosrec", topic, exactly_once=True))
+            destination = mm2.destination_topic
+            probe_until_visible(self.source, self.target, topic, destination, START_TIMEOUT_S)
+            sampler = Sampler(self.source, topic, self.target, destination, PARTITIONS)
+            stack.enter_context(PacedProducer(self.source, topic, PARTITIONS, rate, 100))
+            sampler.run_for(RECOVERY_WARMUP_S, lambda: _check_mm2(mm2))
+            killed_at = time.monotonic()
+            mm2.kill()
+            mm2.start()  # same alias: its offsets, configs and transactional ids
+            sampler.run_until_recovered(
+                killed_at, "MirrorMaker 2", lambda: _check_mm2(mm2), MM2_RECOVERY_TIMEOUT_S
+            )
+        result = analyse_recovery(sampler.samples, killed_at, "MirrorMaker 2 (EOS)")
+        return [result]
+
+    # -- processes ----------------------------------------------------------------------------
+
+    @contextmanager
+    def _roles(self, flow: str, topic: str) -> Iterator[tuple[RoleProcess, RoleProcess]]:
+        env = {
+            "KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS": self.source,
+            "KAFKA_CLUSTERS_DESTINATION_BOOTSTRAP_SERVERS": self.target,
+            "REPLICATION_TOPICS_INCLUDE": re.escape(topic),
+            "REPLICATION_DESTINATION_TOPIC": "pipeline.{topic}",
+            "REPLICATION_FLOW": flow,
+            "REPLICATION_STAGING_PARTITIONS": str(PARTITIONS),
+            # Static membership: a restarted role takes its partitions back at once.
+            "REPLICATION_INSTANCE_ID": "bench",
+            "STATE_DIR": str(self.base / "state" / flow),
+            "METRICS_PORT": "0",
+            **self.pipeline_env,
+        }
+        logs = self.base / "roles" / flow
+        with ExitStack() as stack:
+            started = []
+            for role in ("replicator", "deduplicator"):
+                process = RoleProcess(role, env, logs)
+                process.command = [
+                    sys.executable,
+                    "-c",
+                    _TIED_ROLE.format(parent=os.getpid(), role=role),
+                ]
+                started.append(stack.enter_context(process))
+            yield started[0], started[1]
+
+    def _mirrormaker(self, alias: str, topic: str, *, exactly_once: bool) -> MirrorMaker2:
+        producer = {k: str(v).lower() for k, v in _producer_settings().items()}
+        producer["batch.size"] = str(JAVA_BATCH_SIZE)
+        mm2 = MirrorMaker2(
+            self.libs,
+            self.base / "mirrormaker",
+            alias,
+            self.source,
+            self.target,
+            topic,
+            exactly_once=exactly_once,
+            tasks=PARTITIONS,
+            producer=producer,
+            consume_batch=CONSUME_BATCH,
+        )
+        return mm2
+
+    @contextmanager
+    def _candidate(
+        self, candidate: str, topic: str, tag: str
+    ) -> Iterator[tuple[str, Callable[[], None]]]:
+        if candidate == "pipeline":
+            with self._roles(f"bench-{tag}", topic) as (replicator, deduplicator):
+                yield f"pipeline.{topic}", lambda: _check_roles(replicator, deduplicator)
+        else:
+            with self._mirrormaker(f"mm2eos{tag}", topic, exactly_once=True) as mm2:
+                yield mm2.destination_topic, lambda: _check_mm2(mm2)
+
+
+def _check_roles(*roles: RoleProcess) -> None:
+    for role in roles:
+        if not role.is_running():
+            raise RuntimeError(f"{role.name} exited with {role.returncode}\n{role.log_tail()}")
+
+
+def _check_mm2(mm2: MirrorMaker2) -> None:
+    if not mm2.is_running():
+        raise RuntimeError(f"MirrorMaker 2 exited\n{mm2.log_tail()}")
+
+
+# -- reports --------------------------------------------------------------------------------------
+
+
+def report_throughput(row: Row) -> None:
+    megabytes = row.count * (row.size + 24) / 1e6  # value, key and header
+    plain = row.timings["plain loop"].seconds
+    eos = row.timings["MM2 exactly-once"].seconds
+    print(
+        f"\n{row.size} B values, {row.count:,} records in {PARTITIONS} partitions; time from the "
+        "first record appended on the target to the last visible (read_committed):"
+    )
+    print(
+        f"  {'candidate':<18} {'records/s':>10} {'MB/s':>6} {'seconds':>7} {'start-up':>8} "
+        f"{'cpu s/M':>7} {'brokers':>7} {'x plain':>7} {'x MM2 EOS':>9} {'extra offsets':>13}"
+    )
+    for name in CANDIDATES:
+        timing = row.timings[name]
+        print(
+            f"  {name:<18} {row.count / timing.seconds:>10,.0f} "
+            f"{megabytes / timing.seconds:>6.1f} {timing.seconds:>7.1f} {timing.startup:>8.1f} "
+            f"{timing.cpu_role / row.count * 1e6:>7.2f} "
+            f"{timing.cpu_brokers / row.count * 1e6:>7.2f} "
+            f"{plain / timing.seconds:>7.2f} {eos / timing.seconds:>9.2f} "
+            f"{row.extra_offsets[name]:>13,}"
+        )
+    short = [n for n in CANDIDATES if row.timings[n].seconds < 10]
+    if short:
+        print(f"  (shorter than 10 s: {', '.join(short)}; raise the record count)")
+
+
+def report_summary(rows: list[Row]) -> None:
+    print(
+        "\nrecords/s: the source records over the copy's time; MB/s counts value + key + header; "
+        "start-up: launch to first record on the target (not in the rate); cpu s/M: CPU seconds "
+        "per million records of the candidate's processes and of both brokers over the copy; "
+        "x plain, x MM2 EOS: throughput ratio (higher is faster); extra offsets: destination "
+        "offsets beyond the records (transaction markers, or duplicates where there are none)."
+    )
+    print("\npipeline, the targets of issue 5 (>= 1.2x MM2 exactly-once, >= 0.7x the plain loop):")
+    for row in rows:
+        pipeline = row.timings["pipeline"].seconds
+        print(
+            f"  {row.size:>5} B: {row.timings['MM2 exactly-once'].seconds / pipeline:.2f}x "
+            f"MM2 exactly-once, {row.timings['plain loop'].seconds / pipeline:.2f}x the plain "
+            f"loop, {row.timings['MM2 at-least-once'].seconds / pipeline:.2f}x MM2 at-least-once"
+        )
+
+
+def report_latency(results: list[tuple[str, float, list[float]]]) -> None:
+    print(
+        f"\nlatency, production time (the record's CreateTime, producer linger 1 ms) to "
+        f"visibility under read_committed on the destination, 100 B records over "
+        f"{LATENCY_WINDOW_S:.0f} s after {LATENCY_WARMUP_S:.0f} s of warm-up:"
+    )
+    for candidate, rate, latencies in results:
+        print(
+            f"  {candidate:<18} at {rate:>8,.0f} records/s: p50 {percentile(latencies, 50):>6.0f}"
+            f" ms, p99 {percentile(latencies, 99):>6.0f} ms, max {max(latencies):>6.0f} ms "
+            f"({len(latencies):,} records)"
+        )
+
+
+def _describe(result: Recovery) -> str:
+    def seconds(value: float | None) -> str:
+        return "not within the wait" if value is None else f"{value:.1f} s"
+
+    full_speed = (
+        f"full speed (>= 90 % of {result.produce_rate:,.0f}/s) again after "
+        f"{seconds(result.full_speed_s)}"
+        if result.dipped
+        else f"never below half of {result.produce_rate:,.0f}/s over any 1 s"
+    )
+    extra = result.max_lag - result.lag_before
+    return (
+        f"SIGKILL {result.victim}: {full_speed}, caught up after {seconds(result.caught_up_s)}; "
+        f"longest stretch without progress {result.stalled_s:.1f} s; lag {result.lag_before:,.0f} "
+        f"records before, {result.max_lag:,} at most (+{extra / result.produce_rate:.1f} s of "
+        "production)"
+    )
+
+
+def report_recovery(results: list[Recovery], rate: float) -> None:
+    print(
+        f"\nrecovery while producing {rate:,.0f} records/s, each victim SIGKILLed and restarted at "
+        "once: full speed = the first second after the kill's dip in which the destination "
+        "gained >= 90 % of the produce rate; caught up = after the largest lag, records produced "
+        "but not yet visible back to <= 2x the lag before the kill + 0.1 s of production "
+        "(samples every 0.1 s):"
+    )
+    for result in results:
+        print(f"  {_describe(result)}")
+
+
+if __name__ == "__main__":
+    main()
