@@ -17,19 +17,15 @@ log to prove what mode actually ran.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 
-from localkafka.errors import KafkaInstallError
-from localkafka.install import KAFKA_VERSION, cache_root
+from localkafka.install import KAFKA_VERSION, ensure_jars
 from localkafka.node import _die_with_parent, _java
 
 POM = Path(__file__).resolve().parents[1] / "deps" / "mirrormaker-pom.xml"
@@ -51,53 +47,7 @@ rootLogger.appenderRef.file.ref = FILE
 
 def ensure_mirrormaker(version: str = KAFKA_VERSION) -> Path:
     """The directory of MirrorMaker's jars, resolved with Maven first if not cached yet."""
-    root = cache_root()
-    libs = root / f"mirrormaker-{version}" / "libs"
-    if _is_complete(libs, version):
-        return libs
-    root.mkdir(parents=True, exist_ok=True)
-    # The same lock as localkafka's install: one Maven at a time in this cache.
-    with open(root / ".install.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not _is_complete(libs, version):
-            _resolve(version, libs)
-    return libs
-
-
-def _is_complete(libs: Path, version: str) -> bool:
-    return (libs / f"connect-mirror-{version}.jar").is_file() and (libs / ".complete").is_file()
-
-
-def _resolve(version: str, libs: Path) -> None:
-    if shutil.which("mvn") is None:
-        raise KafkaInstallError("Maven (mvn) is not on PATH; it is needed for MirrorMaker's jars")
-    libs.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".libs-", dir=libs.parent))
-    command = [
-        "mvn",
-        "--batch-mode",
-        "--quiet",
-        "-f",
-        str(POM),
-        f"-Dkafka.version={version}",
-        "dependency:copy-dependencies",
-        f"-DoutputDirectory={staging}",
-    ]
-    print(f"resolving MirrorMaker {version} with Maven into {libs} (once)", flush=True)
-    try:
-        result = subprocess.run(
-            command, capture_output=True, text=True, timeout=_MAVEN_TIMEOUT_S, check=False
-        )
-    except subprocess.TimeoutExpired as exc:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise KafkaInstallError(f"mvn did not finish within {_MAVEN_TIMEOUT_S} s") from exc
-    if result.returncode != 0 or not (staging / f"connect-mirror-{version}.jar").is_file():
-        shutil.rmtree(staging, ignore_errors=True)
-        tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-20:])
-        raise KafkaInstallError(f"mvn could not resolve MirrorMaker {version}:\n{tail}")
-    (staging / ".complete").touch()
-    shutil.rmtree(libs, ignore_errors=True)
-    staging.rename(libs)
+    return ensure_jars(POM, f"mirrormaker-{version}", version, f"connect-mirror-{version}.jar")
 
 
 def mm2_properties(

@@ -45,32 +45,40 @@ def cache_root() -> Path:
 
 def ensure_kafka(version: str = KAFKA_VERSION) -> KafkaDistribution:
     """Return the cached distribution, resolving it with Maven first if it is not there."""
-    root = cache_root()
-    libs_dir = root / f"kafka-{version}" / "libs"
-    if _is_complete(libs_dir, version):
-        return KafkaDistribution(version, libs_dir)
-    root.mkdir(parents=True, exist_ok=True)
-    with open(root / ".install.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not _is_complete(libs_dir, version):
-            _resolve(version, libs_dir)
+    libs_dir = ensure_jars(_POM, f"kafka-{version}", version, f"kafka_2.13-{version}.jar")
     return KafkaDistribution(version, libs_dir)
 
 
-def _is_complete(libs_dir: Path, version: str) -> bool:
-    return (libs_dir / f"kafka_2.13-{version}.jar").is_file() and (libs_dir / ".complete").is_file()
+def ensure_jars(pom: Path, name: str, version: str, witness: str) -> Path:
+    """`<cache>/<name>/libs`: every jar `pom` names for `version`, resolved with Maven on the
+    first call. `witness` is a jar that must be there, so a half cache never passes as whole."""
+    root = cache_root()
+    libs_dir = root / name / "libs"
+    if _is_complete(libs_dir, witness):
+        return libs_dir
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not _is_complete(libs_dir, witness):
+            _resolve(pom, version, libs_dir, witness)
+    return libs_dir
 
 
-def _resolve(version: str, libs_dir: Path) -> None:
+def _is_complete(libs_dir: Path, witness: str) -> bool:
+    return (libs_dir / witness).is_file() and (libs_dir / ".complete").is_file()
+
+
+def _resolve(pom: Path, version: str, libs_dir: Path, witness: str) -> None:
     if shutil.which("mvn") is None:
-        raise KafkaInstallError("Maven (mvn) is not on PATH; it is needed to fetch the Kafka jars")
-    staging = Path(tempfile.mkdtemp(prefix=".libs-", dir=libs_dir.parent.parent))
+        raise KafkaInstallError(f"Maven (mvn) is not on PATH; it is needed to fetch {witness}")
+    libs_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".libs-", dir=libs_dir.parent))
     command = [
         "mvn",
         "--batch-mode",
         "--quiet",
         "-f",
-        str(_POM),
+        str(pom),
         f"-Dkafka.version={version}",
         "dependency:copy-dependencies",
         f"-DoutputDirectory={staging}",
@@ -82,11 +90,10 @@ def _resolve(version: str, libs_dir: Path) -> None:
     except subprocess.TimeoutExpired as exc:
         shutil.rmtree(staging, ignore_errors=True)
         raise KafkaInstallError(f"mvn did not finish within {_MAVEN_TIMEOUT_S} s") from exc
-    if result.returncode != 0 or not (staging / f"kafka_2.13-{version}.jar").is_file():
+    if result.returncode != 0 or not (staging / witness).is_file():
         shutil.rmtree(staging, ignore_errors=True)
         tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-20:])
-        raise KafkaInstallError(f"mvn could not resolve Apache Kafka {version}:\n{tail}")
+        raise KafkaInstallError(f"mvn could not resolve {pom.name} ({version}):\n{tail}")
     (staging / ".complete").touch()
-    libs_dir.parent.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(libs_dir, ignore_errors=True)
     staging.rename(libs_dir)
