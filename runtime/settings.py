@@ -319,6 +319,16 @@ class Settings(BaseSettings):
         )
 
 
+def role_environment(settings: Mapping[str, str]) -> dict[str, str]:
+    """The environment of a role started as a child process: this process's, without the
+    product's own variables (a shell's exports for other clusters must not leak into it),
+    with unbuffered output, plus `settings`."""
+    inherited = {
+        name: value for name, value in os.environ.items() if not name.upper().startswith(PREFIXES)
+    }
+    return {**inherited, "PYTHONUNBUFFERED": "1", **settings}
+
+
 def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     """The settings from ``environ`` (default: ``os.environ``); ConfigError if anything is wrong."""
     env = dict(os.environ if environ is None else environ)

@@ -22,8 +22,6 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from runtime.settings import PREFIXES
-
 REPLICATOR = "replicator"
 DEDUPLICATOR = "deduplicator"
 _PR_SET_PDEATHSIG = 1
@@ -32,18 +30,6 @@ _KILL_WAIT_S = 10.0
 # (32768+): a port a broker or an outgoing socket takes while a role restarts would make the
 # role's restart fail.
 _METRICS_PORTS = (15000, 20000)
-
-
-def role_environment(settings: Mapping[str, str]) -> dict[str, str]:
-    """This process's environment without the product's own variables, plus `settings`.
-
-    A developer's shell may export KAFKA_CLUSTERS_... for other clusters; the demo's roles must
-    see the demo's clusters only.
-    """
-    inherited = {
-        name: value for name, value in os.environ.items() if not name.upper().startswith(PREFIXES)
-    }
-    return {**inherited, "PYTHONUNBUFFERED": "1", **settings}
 
 
 def free_metrics_ports(count: int) -> list[int]:

@@ -35,7 +35,6 @@ from exactly.demo.roles import (
     REPLICATOR,
     RoleProcess,
     free_metrics_ports,
-    role_environment,
 )
 from exactly.demo.traffic import (
     INCLUDE_PATTERN,
@@ -45,6 +44,7 @@ from exactly.demo.traffic import (
     create_topics,
 )
 from exactly.demo.verdict import Verdict, judge, read_committed
+from runtime.settings import role_environment
 
 FLOW = "demo"
 KILL_REPLICATOR_AT = 0.35  # of the traffic time

@@ -22,18 +22,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from runtime.settings import PREFIXES
+from runtime.settings import role_environment
 
 REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
 _POLL_S = 0.1
-
-
-def role_environment(env: Mapping[str, str]) -> dict[str, str]:
-    """This process's environment without the product's prefixes, plus `env`."""
-    inherited = {
-        name: value for name, value in os.environ.items() if not name.upper().startswith(PREFIXES)
-    }
-    return {**inherited, "PYTHONUNBUFFERED": "1", **env}
 
 
 class RoleProcess:

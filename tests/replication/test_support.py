@@ -18,6 +18,7 @@ from confluent_kafka import TIMESTAMP_CREATE_TIME, Producer, TopicCollection
 from confluent_kafka.admin import AdminClient
 
 from envelope import Envelope, SourceRecord
+from runtime.settings import role_environment
 from tests.kafka_helpers import create_topic, read_all
 from tests.replication.datamix import (
     ABORTED_MARK,
@@ -26,7 +27,7 @@ from tests.replication.datamix import (
     ContinuousProducer,
     create_data_mix,
 )
-from tests.replication.processes import RoleProcess, role_environment, role_processes
+from tests.replication.processes import RoleProcess, role_processes
 from tests.replication.staging import (
     ALTERED,
     BROKEN_CHAIN,
