@@ -9,6 +9,7 @@ import click
 from exactly.config_command import config
 from exactly.demo_command import demo
 from exactly.kafka_command import kafka
+from validator.command import validate
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -38,6 +39,7 @@ def deduplicator() -> None:
 cli.add_command(kafka)
 cli.add_command(config)
 cli.add_command(demo)
+cli.add_command(validate)
 
 
 def main() -> None:

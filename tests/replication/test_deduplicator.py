@@ -19,6 +19,7 @@ from tests.replication.datamix import ContinuousProducer, create_data_mix
 from tests.replication.processes import role_processes
 from tests.replication.scrape import free_port, sample, scrape, total
 from tests.replication.staging import read_source
+from tests.validator.running import run_validate
 
 
 @pytest.fixture
@@ -143,6 +144,13 @@ def test_data_mix_reaches_the_destination_exactly_once(
     assert deduplicator.terminate(30) == 0
     assert replicator.terminate(30) == 0
     assert re.search(r'deduplicator counts" records_written=[1-9]', deduplicator.log_text())
+
+    # The audit a user runs on the result (issue 6): clean, each record paired by provenance.
+    audit = run_validate(env, tmp_path / "audit", "--require-complete")
+    assert audit.status == 0, audit.stdout + audit.stderr
+    assert {topic["match"] for topic in audit.report["topics"]} == {"provenance"}
+    assert audit.report["totals"]["matched"] == written_total
+    assert len(audit.report["partitions"]) == mix.total_partitions
 
 
 def _crash_run(source_cluster, target_cluster, unique_topic, roles, tmp_path, *, kills: int):

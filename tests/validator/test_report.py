@@ -1,0 +1,100 @@
+"""The verdict from the counts (pure: no Kafka, no Spark)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from validator.read import kafka_options
+from validator.report import build_report
+from validator.snapshot import ClusterInfo, OffsetRange, Snapshot, TopicPair
+
+SNAPSHOT = Snapshot(
+    source=ClusterInfo("s:9092", "S"),
+    destination=ClusterInfo("d:9092", "D"),
+    pairs=(
+        TopicPair(
+            "orders",
+            "dr.orders",
+            {0: OffsetRange(0, 10, 0), 1: OffsetRange(5, 9, 5)},
+            {0: OffsetRange(0, 10, 0), 1: OffsetRange(0, 4, 0)},
+            source_compacted=False,
+        ),
+    ),
+)
+
+
+def _report(findings, *, require_complete=False):
+    moment = datetime(2026, 11, 22, tzinfo=UTC)
+    return build_report(
+        SNAPSHOT,
+        modes={"orders": "provenance"},
+        records={("source", "orders", 0): 10, ("destination", "orders", 0): 10},
+        findings=findings,
+        examples={"missing": [], "in_flight": [{"partition": 1}]},
+        started=moment,
+        finished=moment,
+        master="local[*]",
+        require_complete=require_complete,
+    )
+
+
+def test_only_matched_records_are_clean():
+    report = _report({("orders", 0, "matched"): 10, ("orders", 1, "matched"): 4})
+    assert report["verdict"] == "clean"
+    assert report["exit_status"] == 0
+    assert report["totals"]["matched"] == 14
+    assert [p["partition"] for p in report["partitions"]] == [0, 1]
+    assert report["partitions"][1]["source_range"] == [5, 9]
+    assert report["examples"] == {"in_flight": [{"partition": 1}]}  # empty kinds left out
+
+
+@pytest.mark.parametrize(
+    "kind", ["missing", "duplicated", "out_of_order", "timestamp_mismatch", "unexpected"]
+)
+def test_one_discrepancy_anywhere_fails_the_audit(kind):
+    report = _report({("orders", 0, "matched"): 9, ("orders", 1, kind): 1})
+    assert report["verdict"] == "discrepancy"
+    assert report["exit_status"] == 1
+    assert [p["clean"] for p in report["partitions"]] == [True, False]
+    assert report["totals"][kind] == 1
+
+
+def test_in_flight_records_fail_only_when_completeness_is_required():
+    findings = {("orders", 0, "matched"): 8, ("orders", 0, "in_flight"): 2}
+    assert _report(findings)["exit_status"] == 0
+    strict = _report(findings, require_complete=True)
+    assert strict["exit_status"] == 1
+    assert strict["partitions"][0]["clean"] is False
+
+
+def test_outside_the_range_is_counted_but_not_a_discrepancy():
+    findings = {("orders", 0, "matched"): 8, ("orders", 0, "source_retention"): 3}
+    report = _report(findings)
+    assert report["exit_status"] == 0
+    assert report["partitions"][0]["outside_range"]["source_retention"] == 3
+    assert report["totals"]["outside_range"] == 3
+
+
+def test_sasl_credentials_become_a_jaas_line_and_unknown_properties_are_named(caplog):
+    options = kafka_options(
+        {
+            "bootstrap.servers": "b:9093",
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.username": "alice",
+            "sasl.password": 'p"w',
+            "ssl.ca.location": "/etc/ca.pem",
+        }
+    )
+    assert options["kafka.bootstrap.servers"] == "b:9093"
+    assert options["kafka.security.protocol"] == "SASL_SSL"
+    assert options["kafka.sasl.jaas.config"] == (
+        "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        'username="alice" password="p\\"w";'
+    )
+    assert "kafka.ssl.ca.location" not in options
+    [warning] = caplog.records
+    assert "not passed to Spark's Kafka source" in warning.getMessage()
+    assert "ssl.ca.location" in str(vars(warning))

@@ -1,0 +1,182 @@
+"""`exactly validate` against real Kafka (issue 6): a clean copy passes, each planted fault is
+reported where it is, with and without the provenance header, on local[*] and on a standalone
+Spark cluster; bad input is one line and exit 2."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from tests.kafka_helpers import create_topic
+from tests.validator.planting import Planted, copy_to_destination, create_source
+from tests.validator.running import SPARK_SUBMIT_MASTER, Validation, run_validate
+from tests.validator.spark_standalone import standalone_spark
+from validator.kinds import DISCREPANCY_KINDS, IN_FLIGHT
+
+pytestmark = pytest.mark.timeout(900)
+
+
+def _env(source_cluster, target_cluster) -> dict[str, str]:
+    return {
+        "KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS": source_cluster.bootstrap_servers,
+        "KAFKA_CLUSTERS_DESTINATION_BOOTSTRAP_SERVERS": target_cluster.bootstrap_servers,
+    }
+
+
+def _topic(label: str) -> str:
+    return f"validate.{label}.{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(scope="module")
+def source_topic(source_cluster):
+    """One source topic for every test here; each test copies it to a destination of its own."""
+    topic = _topic("source")
+    return topic, create_source(source_cluster.bootstrap_servers, topic)
+
+
+def _copy(target_cluster, source_cluster, source_topic, *, provenance: bool, faults: bool):
+    topic, records = source_topic
+    destination = _topic("copy")
+    planted = copy_to_destination(
+        target_cluster.bootstrap_servers,
+        destination,
+        records,
+        source_cluster_id=source_cluster.cluster_id if provenance else None,
+        faults=faults,
+    )
+    # The source topic under the copy's name: the flow's rename rule, as a user would set it.
+    settings = {
+        "KAFKA_CLUSTERS_SOURCE_TOPIC": topic,
+        "KAFKA_CLUSTERS_DESTINATION_TOPIC": destination,
+    }
+    return settings, planted
+
+
+def _assert_planted_faults_reported(result: Validation, planted: list[Planted], match: str):
+    assert result.status == 1, result.stderr
+    report = result.report
+    assert report["verdict"] == "discrepancy"
+    assert {t["match"] for t in report["topics"]} == {match}
+    totals = report["totals"]
+    planted_kinds = {p.kind for p in planted}
+    for kind in DISCREPANCY_KINDS:
+        assert totals[kind] == (1 if kind in planted_kinds else 0), (kind, totals)
+    assert totals[IN_FLIGHT] == 0
+    assert totals["outside_range"] == 0
+    for fault in planted:
+        reported = [
+            (
+                e["partition"],
+                e["source_offset"],
+                e["destination_partition"],
+                e["destination_offset"],
+            )
+            for e in result.examples(fault.kind)
+        ]
+        wanted = {
+            (
+                fault.partition,
+                fault.source_offset,
+                fault.destination_partition,
+                fault.destination_offset,
+            )
+        }
+        if fault.or_at is not None:
+            wanted.add((fault.partition, fault.or_at[0], fault.partition, fault.or_at[1]))
+        assert wanted & set(reported), (fault, reported)
+        # What a person reads on the terminal names the topic, partition and both offsets.
+        assert f"source offset {fault.source_offset}" in result.stdout or fault.or_at
+    assert "DISCREPANCY" in result.stdout
+    assert result.chart.read_text().count("<svg") >= 1
+
+
+def test_planted_faults_are_reported_by_provenance_on_a_standalone_spark_cluster(
+    source_cluster, target_cluster, source_topic, tmp_path
+):
+    settings, planted = _copy(
+        target_cluster, source_cluster, source_topic, provenance=True, faults=True
+    )
+    with standalone_spark(tmp_path / "spark") as spark:
+        result = run_validate(
+            # The cluster is on loopback, so the driver is reachable there too.
+            {**_env(source_cluster, target_cluster), **settings, "SPARK_LOCAL_IP": "127.0.0.1"},
+            tmp_path / "out",
+            "--master",
+            spark.master_url,
+        )
+        applications = spark.status()
+    _assert_planted_faults_reported(result, planted, "provenance")
+    assert result.report["master"] == spark.master_url
+    # The work ran on the cluster's executors, not in the driver.
+    ran = [a for a in (*applications["activeapps"], *applications["completedapps"])]
+    assert any(a["name"] == "exactly-validate" for a in ran), ran
+
+
+def test_planted_faults_are_reported_by_content_without_the_header_under_spark_submit(
+    source_cluster, target_cluster, source_topic, tmp_path
+):
+    settings, planted = _copy(
+        target_cluster, source_cluster, source_topic, provenance=False, faults=True
+    )
+    result = run_validate(
+        {**_env(source_cluster, target_cluster), **settings},
+        tmp_path,
+        spark_submit=True,
+    )
+    _assert_planted_faults_reported(result, planted, "content")
+    assert result.report["master"] == SPARK_SUBMIT_MASTER  # spark-submit's, not overridden
+
+
+def test_a_partial_copy_without_the_header_is_clean_with_the_rest_in_flight(
+    source_cluster, target_cluster, source_topic, tmp_path
+):
+    topic, records = source_topic
+    destination = _topic("partial")
+    # Replication has reached offset 29 of each partition (past the aborted transaction's
+    # offsets); the rest is on its way, which is not a loss.
+    copied = [r for r in records if r.offset < 30]
+    copy_to_destination(
+        target_cluster.bootstrap_servers, destination, copied, source_cluster_id=None, faults=False
+    )
+    env = {
+        **_env(source_cluster, target_cluster),
+        "KAFKA_CLUSTERS_SOURCE_TOPIC": topic,
+        "KAFKA_CLUSTERS_DESTINATION_TOPIC": destination,
+    }
+    result = run_validate(env, tmp_path)
+    assert result.status == 0, result.stdout + result.stderr
+    report = result.report
+    assert report["verdict"] == "clean"
+    assert all(p["clean"] and p["match"] == "content" for p in report["partitions"])
+    assert report["totals"]["matched"] == len(copied) == report["totals"]["destination_records"]
+    assert report["totals"][IN_FLIGHT] == len(records) - len(copied)
+    assert report["totals"]["missing"] == 0
+    assert "EXACTLY ONCE" in result.stdout
+    assert "still in flight" in result.stdout
+
+
+@pytest.mark.parametrize("case", ["unreachable", "unknown topic", "empty range"])
+def test_bad_input_is_one_line_and_exit_status_2(source_cluster, target_cluster, tmp_path, case):
+    env = _env(source_cluster, target_cluster)
+    args: list[str] = []
+    if case == "unreachable":
+        env["KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS"] = "127.0.0.1:1"
+        args = ["--topic", "anything"]
+        expected = "cannot reach the source cluster at 127.0.0.1:1"
+    elif case == "unknown topic":
+        args = ["--topic", "no.such.topic"]
+        expected = "unknown topic no.such.topic on the source cluster"
+    else:
+        topic = _topic("empty")
+        create_topic(source_cluster.bootstrap_servers, topic, 3)
+        create_topic(target_cluster.bootstrap_servers, topic, 3)
+        args = ["--topic", topic]
+        expected = f"nothing to check: every partition of {topic} is empty"
+    result = run_validate(env, tmp_path, *args, timeout_s=60)
+    assert result.status == 2, result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 2, lines  # the step line, then the error
+    assert lines[-1].startswith("exactly validate: "), lines
+    assert expected in lines[-1], lines
+    assert result.report is None  # no verdict, so no report that could be mistaken for one

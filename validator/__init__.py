@@ -1,0 +1,1 @@
+"""The Spark audit of a flow: source against destination, record by record."""

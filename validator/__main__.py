@@ -1,0 +1,3 @@
+from validator.command import main
+
+main()

@@ -1,0 +1,214 @@
+"""`exactly validate` (also `python -m validator`, and `spark-submit validator/submit.py`).
+
+Configured by the roles' environment variables; the flags below override them for one run.
+Exit status: 0 clean, 1 discrepancy, 2 bad input (one line says which), 3 no verdict (the audit
+could not finish).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+import click
+
+from validator.errors import EXIT_BAD_INPUT, EXIT_INCOMPLETE, ValidatorError
+
+_OVERRIDES = {
+    "source": "KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS",
+    "destination": "KAFKA_CLUSTERS_DESTINATION_BOOTSTRAP_SERVERS",
+    "include": "REPLICATION_TOPICS_INCLUDE",
+    "exclude": "REPLICATION_TOPICS_EXCLUDE",
+}
+
+
+@click.command("validate", context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--source", help="Source bootstrap servers [KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS]."
+)
+@click.option(
+    "--destination",
+    help="Destination bootstrap servers [KAFKA_CLUSTERS_DESTINATION_BOOTSTRAP_SERVERS].",
+)
+@click.option(
+    "--topic",
+    "topics",
+    multiple=True,
+    help="A source topic to check (repeatable). Default: every topic the flow replicates.",
+)
+@click.option(
+    "--include", help="Source topics to check, regular expressions [REPLICATION_TOPICS_INCLUDE]."
+)
+@click.option("--exclude", help="Source topics not to check [REPLICATION_TOPICS_EXCLUDE].")
+@click.option(
+    "--match",
+    type=click.Choice(["auto", "provenance", "content"]),
+    default="auto",
+    show_default=True,
+    help="Pair records by the exactly.origin header, by content and position, or by the header "
+    "wherever every destination record of a topic has it.",
+)
+@click.option(
+    "--require-complete",
+    is_flag=True,
+    help="Records still in flight (not yet replicated) make the result a discrepancy; use it "
+    "once traffic has stopped.",
+)
+@click.option(
+    "--report",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("validation-report.json"),
+    show_default=True,
+    help="Where the JSON report goes.",
+)
+@click.option(
+    "--chart",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("validation-report.html"),
+    show_default=True,
+    help="Where the chart (one self-contained HTML file) goes.",
+)
+@click.option(
+    "--master",
+    help="Spark master URL (default: spark-submit's, else local[*]).",
+)
+@click.option(
+    "--examples",
+    type=click.IntRange(0, 1000),
+    default=5,
+    show_default=True,
+    help="Examples shown and reported per kind of discrepancy.",
+)
+def validate(
+    source: str | None,
+    destination: str | None,
+    topics: tuple[str, ...],
+    include: str | None,
+    exclude: str | None,
+    match: str,
+    require_complete: bool,
+    report: Path,
+    chart: Path,
+    master: str | None,
+    examples: int,
+) -> None:
+    """Prove exactly-once, record by record: the destination against the source, on Spark."""
+    sys.exit(
+        _run(
+            _environment(
+                os.environ,
+                {
+                    "source": source,
+                    "destination": destination,
+                    "include": include,
+                    "exclude": exclude,
+                },
+                topics,
+            ),
+            topics,
+            match,
+            require_complete,
+            report,
+            chart,
+            master,
+            examples,
+        )
+    )
+
+
+def main() -> None:
+    validate(prog_name="exactly validate")
+
+
+def _environment(
+    environ: Mapping[str, str], flags: Mapping[str, str | None], topics: tuple[str, ...]
+) -> dict[str, str]:
+    env = dict(environ)
+    for flag, variable in _OVERRIDES.items():
+        if flags[flag] is not None:
+            env[variable] = flags[flag]
+    # --topic alone names the topics: let the settings pick exactly those.
+    if topics and not env.get(_OVERRIDES["include"]) and "KAFKA_CLUSTERS_SOURCE_TOPIC" not in env:
+        env[_OVERRIDES["include"]] = ",".join(re.escape(topic) for topic in topics)
+    return env
+
+
+def _run(
+    env: dict[str, str],
+    topics: tuple[str, ...],
+    match: str,
+    require_complete: bool,
+    report_path: Path,
+    chart_path: Path,
+    master: str | None,
+    examples: int,
+) -> int:
+    from rich.console import Console
+
+    from runtime.errors import ConfigError
+    from runtime.logs import configure_logging
+    from runtime.settings import load_settings
+
+    try:
+        settings = load_settings(env)
+    except ConfigError as exc:
+        print(f"exactly validate: configuration error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    configure_logging(settings.log_level, "validator")
+    from validator.audit import AuditOptions, run_audit
+    from validator.progress import Progress
+    from validator.render import render_table, write_chart
+    from validator.report import write_json
+
+    options = AuditOptions(
+        topics=topics,
+        match=match,
+        require_complete=require_complete,
+        master=master,
+        examples=examples,
+    )
+    progress = Progress()
+    # SIGTERM unwinds like Ctrl-C, through run_audit's spark.stop(): a driver that dies without
+    # it leaves Spark's JVM behind, busy on the audit.
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        with progress.running():
+            result = run_audit(settings, options, progress)
+    except KeyboardInterrupt:
+        print("exactly validate: interrupted, no verdict", file=sys.stderr)
+        return EXIT_INCOMPLETE
+    except ValidatorError as exc:
+        print(f"exactly validate: {exc}", file=sys.stderr)
+        return exc.exit_status
+    except Exception as exc:
+        if not _is_spark_error(exc):
+            raise
+        print(f"exactly validate: the audit could not finish: {_first_line(exc)}", file=sys.stderr)
+        return EXIT_INCOMPLETE
+    write_json(result, report_path)
+    write_chart(result, chart_path)
+    # Off a terminal (CI logs, a pod) rich assumes 80 columns and squeezes the table unreadable.
+    console = Console(highlight=False)
+    if not console.is_terminal:
+        console = Console(highlight=False, width=200)
+    render_table(result, console)
+    print(f"report: {report_path}  chart: {chart_path}")
+    return result["exit_status"]
+
+
+def _interrupt(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def _is_spark_error(exc: Exception) -> bool:
+    module = type(exc).__module__
+    return module.startswith(("pyspark", "py4j"))
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -1,0 +1,131 @@
+"""The audit's result as a plain dict: the JSON report, and what the table and the chart show.
+
+The verdict is "clean" only when no partition has a discrepancy (and, with
+``require_complete``, nothing is still in flight); records outside the checked range are
+counted and shown but are not discrepancies (DESIGN.md §6).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from validator.errors import EXIT_CLEAN, EXIT_DISCREPANCY
+from validator.kinds import DISCREPANCY_KINDS, IN_FLIGHT, MATCHED, OUTSIDE_KINDS
+from validator.snapshot import OffsetRange, Snapshot
+
+Counts = Mapping[tuple[str, int, str], int]  # (source topic, partition, kind) -> records
+
+
+def build_report(
+    snapshot: Snapshot,
+    *,
+    modes: Mapping[str, str],
+    records: Mapping[tuple[str, str, int], int],
+    findings: Counts,
+    examples: Mapping[str, list[dict[str, Any]]],
+    started: datetime,
+    finished: datetime,
+    master: str,
+    require_complete: bool,
+) -> dict[str, Any]:
+    """``records`` maps (side, source topic, partition) to the records read on that side."""
+    partitions = []
+    for pair in snapshot.pairs:
+        for p in pair.partitions:
+            row: dict[str, Any] = {
+                "source_topic": pair.source_topic,
+                "destination_topic": pair.destination_topic,
+                "partition": p,
+                "match": modes[pair.source_topic],
+                "source_range": _range(pair.source.get(p)),
+                "destination_range": _range(pair.destination.get(p)),
+                "source_records": records.get(("source", pair.source_topic, p), 0),
+                "destination_records": records.get(("destination", pair.source_topic, p), 0),
+                MATCHED: findings.get((pair.source_topic, p, MATCHED), 0),
+            }
+            for kind in DISCREPANCY_KINDS:
+                row[kind] = findings.get((pair.source_topic, p, kind), 0)
+            row[IN_FLIGHT] = findings.get((pair.source_topic, p, IN_FLIGHT), 0)
+            row["outside_range"] = {
+                kind: findings.get((pair.source_topic, p, kind), 0) for kind in OUTSIDE_KINDS
+            }
+            row["clean"] = _clean(row, require_complete)
+            partitions.append(row)
+    totals = _totals(partitions)
+    clean = all(row["clean"] for row in partitions)
+    return {
+        "verdict": "clean" if clean else "discrepancy",
+        "exit_status": EXIT_CLEAN if clean else EXIT_DISCREPANCY,
+        "started_at": _iso(started),
+        "finished_at": _iso(finished),
+        "seconds": round((finished - started).total_seconds(), 1),
+        "master": master,
+        "source": _cluster(snapshot.source),
+        "destination": _cluster(snapshot.destination),
+        "require_complete": require_complete,
+        "topics": [
+            {
+                "source_topic": pair.source_topic,
+                "destination_topic": pair.destination_topic,
+                "match": modes[pair.source_topic],
+            }
+            for pair in snapshot.pairs
+        ],
+        "totals": totals,
+        "partitions": partitions,
+        "examples": {kind: rows for kind, rows in examples.items() if rows},
+    }
+
+
+def write_json(report: Mapping[str, Any], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=2) + "\n")
+
+
+def example_rows(rows: Iterable[Mapping[str, Any]], snapshot: Snapshot) -> dict[str, list[dict]]:
+    """Collected finding rows, grouped by kind, with the destination topic filled in."""
+    destination_of = {pair.source_topic: pair.destination_topic for pair in snapshot.pairs}
+    grouped: dict[str, list[dict]] = {}
+    for row in rows:
+        has_destination = row["d_offset"] is not None
+        grouped.setdefault(row["kind"], []).append(
+            {
+                "source_topic": row["topic"],
+                "partition": row["partition"],
+                "source_offset": row["s_offset"],
+                "destination_topic": destination_of[row["topic"]] if has_destination else None,
+                "destination_partition": row["d_partition"],
+                "destination_offset": row["d_offset"],
+                "detail": row["detail"],
+            }
+        )
+    return grouped
+
+
+def _clean(row: Mapping[str, Any], require_complete: bool) -> bool:
+    if any(row[kind] for kind in DISCREPANCY_KINDS):
+        return False
+    return not (require_complete and row[IN_FLIGHT])
+
+
+def _totals(partitions: list[dict[str, Any]]) -> dict[str, int]:
+    keys = ("source_records", "destination_records", MATCHED, *DISCREPANCY_KINDS, IN_FLIGHT)
+    totals = {key: sum(row[key] for row in partitions) for key in keys}
+    totals["outside_range"] = sum(sum(row["outside_range"].values()) for row in partitions)
+    return totals
+
+
+def _range(offsets: OffsetRange | None) -> list[int] | None:
+    return None if offsets is None else [offsets.start, offsets.end]
+
+
+def _cluster(cluster: Any) -> dict[str, str]:
+    return {"bootstrap_servers": cluster.bootstrap_servers, "cluster_id": cluster.cluster_id}
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")

@@ -1,0 +1,79 @@
+"""The Spark session of one audit: `local[*]` by default, any master unchanged.
+
+Under `spark-submit` the session already has its master, packages and resources from the
+command line, and nothing here overrides them; run by `exactly validate` it gets the defaults
+below. Spark's Kafka source comes from spark.jars.packages: Spark's resolver reads the local
+Maven repository first, where `make install` resolved it (DESIGN.md §9), so a run downloads
+nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from pyspark import SparkConf, SparkContext
+from pyspark.sql import SparkSession
+
+from validator.errors import InputError
+
+KAFKA_CONNECTOR = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.0.0"
+DEFAULT_MASTER = "local[*]"
+_UNDER_SPARK_SUBMIT = "PYSPARK_GATEWAY_PORT"  # set by spark-submit for the Python driver
+_CONNECTOR_JAR = (
+    Path.home()
+    / ".m2/repository/org/apache/spark/spark-sql-kafka-0-10_2.13/4.0.0"
+    / "spark-sql-kafka-0-10_2.13-4.0.0.jar"
+)
+
+# Only where the user (or spark-submit) has not set them.
+_DEFAULTS = {
+    "spark.app.name": "exactly-validate",
+    "spark.jars.packages": KAFKA_CONNECTOR,
+    # The driver is also the executor in local mode; the two sides are cached there.
+    "spark.driver.memory": "2g",
+    "spark.ui.enabled": "false",
+    # Progress is ours (validator.progress): one line per phase, not a redrawn bar per stage.
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.session.timeZone": "UTC",
+}
+
+
+def spark_session(master: str | None, extra: Mapping[str, str]) -> SparkSession:
+    """A SparkSession on ``master`` (None: spark-submit's, else local[*])."""
+    under_spark_submit = _UNDER_SPARK_SUBMIT in os.environ
+    if (master or ("" if under_spark_submit else DEFAULT_MASTER)).startswith("local"):
+        # Everything in this process: loopback spares the hostname lookup and its warning. Never
+        # for a cluster, whose executors must reach the driver at a routable address.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    if under_spark_submit:
+        # spark-submit started the JVM with its command line as system properties; connect to it
+        # first, so that SparkConf reads them and the checks below see what the user set.
+        SparkContext._ensure_initialized()
+    conf = SparkConf()
+    if master is not None:
+        conf.setMaster(master)
+    elif not conf.contains("spark.master"):
+        conf.setMaster(DEFAULT_MASTER)
+    for key, value in {**_DEFAULTS, **extra}.items():
+        if not conf.contains(key):
+            conf.set(key, value)
+    if conf.get("spark.jars.packages") == KAFKA_CONNECTOR and not conf.contains("spark.jars"):
+        _check_connector()
+    session = SparkSession.builder.config(conf=conf).getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    # py4j logs every connection it closes at INFO, through the root logger ours configured.
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    return session
+
+
+def _check_connector() -> None:
+    # Without it Spark's resolver tries the network, fails after a minute, and says so in a
+    # page of Ivy output; one line now is kinder.
+    if not _CONNECTOR_JAR.exists():
+        raise InputError(
+            f"Spark's Kafka connector is not in the local Maven repository ({_CONNECTOR_JAR}): "
+            "run `make install` (or mvn -f deps/spark-kafka-connector.xml dependency:resolve)"
+        )

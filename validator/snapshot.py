@@ -1,0 +1,233 @@
+"""What one audit checks, fixed before Spark reads anything: the topic pairs and, per partition,
+the offset range on each side (DESIGN.md §6).
+
+The range is the end offsets of both sides when the run starts: the destination's first, then the
+source's. In that order every record the destination holds in its range was produced on the
+source before the source's end was taken, so a record of the source range that the destination
+lacks is either missing or still in flight, and never one produced after the snapshot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    ClusterMetadata,
+    ConfigResource,
+    ListOffsetsResultInfo,
+    OffsetSpec,
+    ResourceType,
+)
+
+from runtime.settings import ClusterSettings, Settings
+from validator.errors import InputError
+
+_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetRange:
+    """Offsets [start, end) of one partition; ``log_start`` is where retention has cut the log."""
+
+    start: int
+    end: int
+    log_start: int
+
+    @property
+    def size(self) -> int:
+        """Upper bound of the records in range: markers and aborted records take offsets too."""
+        return self.end - self.start
+
+
+@dataclass(frozen=True, slots=True)
+class TopicPair:
+    source_topic: str
+    destination_topic: str
+    source: Mapping[int, OffsetRange]
+    destination: Mapping[int, OffsetRange]
+    # A compacted source topic has offsets without records: a destination record from such an
+    # offset was compacted away on the source, not invented.
+    source_compacted: bool
+
+    @property
+    def partitions(self) -> tuple[int, ...]:
+        """Every partition number of either side: one missing on a side is a discrepancy."""
+        return tuple(sorted(set(self.source) | set(self.destination)))
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterInfo:
+    bootstrap_servers: str
+    cluster_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    source: ClusterInfo
+    destination: ClusterInfo
+    pairs: tuple[TopicPair, ...]
+
+    @property
+    def partition_count(self) -> int:
+        return sum(len(pair.partitions) for pair in self.pairs)
+
+
+def take_snapshot(settings: Settings, topics: Iterable[str] = ()) -> Snapshot:
+    """The pairs the settings replicate (or ``topics``, source names) and their ranges now.
+
+    InputError, one line, for a cluster out of reach, an unknown topic, a missing destination
+    topic, a selection that matches nothing, or a range without a single offset.
+    """
+    source_admin = _admin(settings.source)
+    destination_admin = _admin(settings.destination)
+    source_metadata = _metadata(source_admin, "source", settings.source)
+    destination_metadata = _metadata(destination_admin, "destination", settings.destination)
+    names = _pick_topics(settings, tuple(topics), source_metadata.topics)
+    pairs = []
+    for source_topic, destination_topic in names:
+        if destination_topic not in destination_metadata.topics:
+            raise InputError(
+                f"topic {destination_topic} (the destination of {source_topic}) does not exist on "
+                f"the destination cluster at {_servers(settings.destination)}"
+            )
+        pairs.append((source_topic, destination_topic))
+    destination_partitions = {d: tuple(destination_metadata.topics[d].partitions) for _, d in pairs}
+    source_partitions = {s: tuple(source_metadata.topics[s].partitions) for s, _ in pairs}
+    # Destination first: see the module's docstring.
+    destination_ranges = _ranges(destination_admin, destination_partitions, "destination")
+    source_ranges = _ranges(source_admin, source_partitions, "source")
+    compacted = _compacted(source_admin, [s for s, _ in pairs])
+    snapshot = Snapshot(
+        source=ClusterInfo(_servers(settings.source), source_metadata.cluster_id or ""),
+        destination=ClusterInfo(
+            _servers(settings.destination), destination_metadata.cluster_id or ""
+        ),
+        pairs=tuple(
+            TopicPair(s, d, source_ranges[s], destination_ranges[d], compacted[s]) for s, d in pairs
+        ),
+    )
+    if not any(
+        r.size
+        for pair in snapshot.pairs
+        for r in (*pair.source.values(), *pair.destination.values())
+    ):
+        shown = ", ".join(pair.source_topic for pair in snapshot.pairs)
+        raise InputError(f"nothing to check: every partition of {shown} is empty on both clusters")
+    return snapshot
+
+
+def _servers(cluster: ClusterSettings) -> str:
+    return ",".join(cluster.bootstrap_servers)
+
+
+def _admin(cluster: ClusterSettings) -> AdminClient:
+    config = cluster.client_config()
+    # One failed connection is enough to say "out of reach"; the default retries for minutes.
+    config.setdefault("socket.connection.setup.timeout.ms", str(int(_TIMEOUT_S * 1000)))
+    # librdkafka would print every failed connection attempt to stderr; a cluster out of reach
+    # is reported once, as the InputError naming it.
+    config.setdefault("log_level", "0")
+    return AdminClient(config)
+
+
+def _metadata(admin: AdminClient, side: str, cluster: ClusterSettings) -> ClusterMetadata:
+    try:
+        return admin.list_topics(timeout=_TIMEOUT_S)
+    except KafkaException as exc:
+        raise InputError(
+            f"cannot reach the {side} cluster at {_servers(cluster)} within {_TIMEOUT_S:g} s: "
+            f"{exc.args[0].str() if exc.args else exc}"
+        ) from None
+
+
+def _pick_topics(
+    settings: Settings, asked: tuple[str, ...], existing: Mapping[str, object]
+) -> list[tuple[str, str]]:
+    if settings.source.topic is not None:
+        asked = (*asked, settings.source.topic)
+    for topic in asked:
+        if topic not in existing:
+            raise InputError(
+                f"unknown topic {topic} on the source cluster at {_servers(settings.source)}"
+            )
+    candidates = asked or tuple(sorted(existing))
+    picked = []
+    for topic in candidates:
+        destination = settings.destination_topic(topic)
+        if destination is None:
+            if asked:
+                raise InputError(
+                    f"topic {topic} is not replicated by this flow's settings "
+                    "(REPLICATION_TOPICS_EXCLUDE or the include list leaves it out)"
+                )
+            continue
+        picked.append((topic, destination))
+    if not picked:
+        raise InputError(
+            "no topic to check: no source topic matches REPLICATION_TOPICS_INCLUDE "
+            "(or set KAFKA_CLUSTERS_SOURCE_TOPIC, or pass --topic)"
+        )
+    destinations = [d for _, d in picked]
+    if len(set(destinations)) != len(destinations):
+        raise InputError(
+            "two source topics have the same destination name: the audit needs one source per "
+            "destination topic (check REPLICATION_DESTINATION_TOPIC)"
+        )
+    return picked
+
+
+def _ranges(
+    admin: AdminClient, partitions: Mapping[str, tuple[int, ...]], side: str
+) -> dict[str, dict[int, OffsetRange]]:
+    """Earliest and read_committed end (the last stable offset) of every partition."""
+    tps = [TopicPartition(t, p) for t, ps in partitions.items() for p in ps]
+    earliest = _list_offsets(admin, tps, OffsetSpec.earliest(), side)
+    latest = _list_offsets(admin, tps, OffsetSpec.latest(), side)
+    ranges: dict[str, dict[int, OffsetRange]] = {t: {} for t in partitions}
+    for tp in tps:
+        start = earliest[(tp.topic, tp.partition)]
+        ranges[tp.topic][tp.partition] = OffsetRange(
+            start=start, end=latest[(tp.topic, tp.partition)], log_start=start
+        )
+    return ranges
+
+
+def _list_offsets(
+    admin: AdminClient, tps: list[TopicPartition], spec: OffsetSpec, side: str
+) -> dict[tuple[str, int], int]:
+    if not tps:
+        return {}
+    futures = admin.list_offsets(
+        {tp: spec for tp in tps},
+        isolation_level=IsolationLevel.READ_COMMITTED,
+        request_timeout=_TIMEOUT_S,
+    )
+    offsets = {}
+    for tp, future in futures.items():
+        try:
+            info: ListOffsetsResultInfo = future.result()
+        except KafkaException as exc:
+            raise InputError(
+                f"cannot list the offsets of {tp.topic}[{tp.partition}] on the {side} cluster: "
+                f"{exc.args[0].str() if exc.args else exc}"
+            ) from None
+        offsets[(tp.topic, tp.partition)] = info.offset
+    return offsets
+
+
+def _compacted(admin: AdminClient, topics: list[str]) -> dict[str, bool]:
+    resources = [ConfigResource(ResourceType.TOPIC, topic) for topic in topics]
+    compacted = {}
+    for resource, future in admin.describe_configs(resources, request_timeout=_TIMEOUT_S).items():
+        try:
+            policy = future.result()["cleanup.policy"].value or ""
+        except KafkaException as exc:
+            raise InputError(
+                f"cannot read the configuration of topic {resource.name} on the source cluster: "
+                f"{exc.args[0].str() if exc.args else exc}"
+            ) from None
+        compacted[resource.name] = "compact" in policy
+    return compacted
