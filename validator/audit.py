@@ -4,7 +4,7 @@ find every record's fate on the executors, and bring back only counts and a few 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,7 +20,7 @@ from validator.progress import Progress
 from validator.read import DESTINATION, read_both_sides
 from validator.report import build_report, example_rows
 from validator.session import spark_session
-from validator.snapshot import Snapshot, take_snapshot
+from validator.snapshot import Snapshot, TimeRange, take_snapshot
 
 AUTO = "auto"
 _log = get_logger("validator")
@@ -30,6 +30,7 @@ _log = get_logger("validator")
 class AuditOptions:
     topics: Sequence[str] = ()
     match: str = AUTO  # AUTO, PROVENANCE or CONTENT
+    times: TimeRange = field(default_factory=TimeRange)
     require_complete: bool = False
     master: str | None = None
     examples: int = 5
@@ -39,7 +40,7 @@ def run_audit(settings: Settings, options: AuditOptions, progress: Progress) -> 
     """The report of one audit; InputError before Spark starts when the input is wrong."""
     started = datetime.now(UTC)
     progress.phase("taking the snapshot of both clusters' offsets")
-    snapshot = take_snapshot(settings, options.topics)
+    snapshot = take_snapshot(settings, options.topics, options.times)
     progress.phase("starting Spark")
     # The data's own parallelism is its partition count; Spark's default of 200 shuffle
     # partitions costs more in task overhead than it brings for all but the largest audits.
@@ -106,6 +107,7 @@ def _audit(
         finished=datetime.now(UTC),
         master=spark.sparkContext.master,
         require_complete=options.require_complete,
+        times=options.times,
     )
 
 

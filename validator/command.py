@@ -12,6 +12,7 @@ import re
 import signal
 import sys
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 
 import click
@@ -24,6 +25,30 @@ _OVERRIDES = {
     "include": "REPLICATION_TOPICS_INCLUDE",
     "exclude": "REPLICATION_TOPICS_EXCLUDE",
 }
+
+
+class _Timestamp(click.ParamType):
+    """Epoch milliseconds, or an ISO 8601 date-time (UTC unless it names a zone)."""
+
+    name = "timestamp"
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> int:
+        if isinstance(value, int):
+            return value
+        text = str(value).strip()
+        if text.isdigit():
+            return int(text)
+        try:
+            moment = datetime.fromisoformat(text)
+        except ValueError:
+            self.fail(
+                f"{text!r} is neither epoch milliseconds nor an ISO 8601 date-time", param, ctx
+            )
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        return int(moment.timestamp() * 1000)
 
 
 @click.command("validate", context_settings={"help_option_names": ["-h", "--help"]})
@@ -51,6 +76,17 @@ _OVERRIDES = {
     show_default=True,
     help="Pair records by the exactly.origin header, by content and position, or by the header "
     "wherever every destination record of a topic has it.",
+)
+@click.option(
+    "--since",
+    type=_Timestamp(),
+    help="Check only records from this timestamp on (epoch milliseconds, or ISO 8601 such as "
+    "2026-11-21T00:00:00Z), on both sides. Default: the earliest offset.",
+)
+@click.option(
+    "--until",
+    type=_Timestamp(),
+    help="Check only records before this timestamp. Default: the end offsets when the run starts.",
 )
 @click.option(
     "--require-complete",
@@ -90,6 +126,8 @@ def validate(
     include: str | None,
     exclude: str | None,
     match: str,
+    since: int | None,
+    until: int | None,
     require_complete: bool,
     report: Path,
     chart: Path,
@@ -111,6 +149,7 @@ def validate(
             ),
             topics,
             match,
+            (since, until),
             require_complete,
             report,
             chart,
@@ -141,6 +180,7 @@ def _run(
     env: dict[str, str],
     topics: tuple[str, ...],
     match: str,
+    times: tuple[int | None, int | None],
     require_complete: bool,
     report_path: Path,
     chart_path: Path,
@@ -163,10 +203,12 @@ def _run(
     from validator.progress import Progress
     from validator.render import render_table, write_chart
     from validator.report import write_json
+    from validator.snapshot import TimeRange
 
     options = AuditOptions(
         topics=topics,
         match=match,
+        times=TimeRange(*times),
         require_complete=require_complete,
         master=master,
         examples=examples,

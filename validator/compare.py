@@ -208,8 +208,9 @@ def _by_provenance(
         .otherwise(
             F.array(
                 F.when(F.col("s_start").isNull(), _finding("unexpected", _no_such_origin()))
-                .when(F.col("origin_offset") < F.col("s_start"), _finding("source_retention"))
-                .when(F.col("origin_offset") >= F.col("s_end"), _finding("after_snapshot"))
+                .when(F.col("origin_offset") < F.col("s_log_start"), _finding("source_retention"))
+                .when(F.col("origin_offset") < F.col("s_start"), _finding("before_range"))
+                .when(F.col("origin_offset") >= F.col("s_end"), _finding("after_range"))
                 .when(F.col("compacted"), _finding("compacted"))
                 .otherwise(_finding("unexpected", _no_such_origin()))
             )

@@ -25,5 +25,6 @@ OUTSIDE_KINDS = (
     "destination_retention",  # the destination's retention deleted what the source still holds
     "compacted",  # the source compacted the record away after it was replicated
     "other_origin",  # written by a flow from another source cluster (aggregation)
-    "after_snapshot",  # names a source offset past the source's end when the run started
+    "before_range",  # names a source offset before the checked range (--since)
+    "after_range",  # names a source offset past the range's end (--until, or the snapshot)
 )

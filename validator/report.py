@@ -15,7 +15,7 @@ from typing import Any
 
 from validator.errors import EXIT_CLEAN, EXIT_DISCREPANCY
 from validator.kinds import DISCREPANCY_KINDS, IN_FLIGHT, MATCHED, OUTSIDE_KINDS
-from validator.snapshot import OffsetRange, Snapshot
+from validator.snapshot import OffsetRange, Snapshot, TimeRange
 
 Counts = Mapping[tuple[str, int, str], int]  # (source topic, partition, kind) -> records
 
@@ -31,6 +31,7 @@ def build_report(
     finished: datetime,
     master: str,
     require_complete: bool,
+    times: TimeRange,
 ) -> dict[str, Any]:
     """``records`` maps (side, source topic, partition) to the records read on that side."""
     partitions = []
@@ -67,6 +68,9 @@ def build_report(
         "source": _cluster(snapshot.source),
         "destination": _cluster(snapshot.destination),
         "require_complete": require_complete,
+        # Milliseconds since the epoch; null: from the earliest offset / to the snapshot.
+        "since_ms": times.since,
+        "until_ms": times.until,
         "topics": [
             {
                 "source_topic": pair.source_topic,

@@ -75,7 +75,22 @@ class Snapshot:
         return sum(len(pair.partitions) for pair in self.pairs)
 
 
-def take_snapshot(settings: Settings, topics: Iterable[str] = ()) -> Snapshot:
+@dataclass(frozen=True, slots=True)
+class TimeRange:
+    """Milliseconds since the epoch, [since, until); None is unbounded (until: the snapshot).
+
+    Applied to both sides with ListOffsets by timestamp: the first offset whose timestamp is at
+    or after the bound. Timestamps are copied with the records, so both sides cut at the same
+    record.
+    """
+
+    since: int | None = None
+    until: int | None = None
+
+
+def take_snapshot(
+    settings: Settings, topics: Iterable[str] = (), times: TimeRange = TimeRange()
+) -> Snapshot:
     """The pairs the settings replicate (or ``topics``, source names) and their ranges now.
 
     InputError, one line, for a cluster out of reach, an unknown topic, a missing destination
@@ -97,8 +112,8 @@ def take_snapshot(settings: Settings, topics: Iterable[str] = ()) -> Snapshot:
     destination_partitions = {d: tuple(destination_metadata.topics[d].partitions) for _, d in pairs}
     source_partitions = {s: tuple(source_metadata.topics[s].partitions) for s, _ in pairs}
     # Destination first: see the module's docstring.
-    destination_ranges = _ranges(destination_admin, destination_partitions, "destination")
-    source_ranges = _ranges(source_admin, source_partitions, "source")
+    destination_ranges = _ranges(destination_admin, destination_partitions, "destination", times)
+    source_ranges = _ranges(source_admin, source_partitions, "source", times)
     compacted = _compacted(source_admin, [s for s, _ in pairs])
     snapshot = Snapshot(
         source=ClusterInfo(_servers(settings.source), source_metadata.cluster_id or ""),
@@ -115,7 +130,10 @@ def take_snapshot(settings: Settings, topics: Iterable[str] = ()) -> Snapshot:
         for r in (*pair.source.values(), *pair.destination.values())
     ):
         shown = ", ".join(pair.source_topic for pair in snapshot.pairs)
-        raise InputError(f"nothing to check: every partition of {shown} is empty on both clusters")
+        where = " in the time range" if times != TimeRange() else ""
+        raise InputError(
+            f"nothing to check: every partition of {shown} is empty on both clusters{where}"
+        )
     return snapshot
 
 
@@ -180,17 +198,32 @@ def _pick_topics(
 
 
 def _ranges(
-    admin: AdminClient, partitions: Mapping[str, tuple[int, ...]], side: str
+    admin: AdminClient,
+    partitions: Mapping[str, tuple[int, ...]],
+    side: str,
+    times: TimeRange,
 ) -> dict[str, dict[int, OffsetRange]]:
-    """Earliest and read_committed end (the last stable offset) of every partition."""
+    """Earliest and read_committed end (the last stable offset) of every partition, cut to
+    ``times``."""
     tps = [TopicPartition(t, p) for t, ps in partitions.items() for p in ps]
     earliest = _list_offsets(admin, tps, OffsetSpec.earliest(), side)
     latest = _list_offsets(admin, tps, OffsetSpec.latest(), side)
+    since = until = {}
+    if times.since is not None:
+        since = _list_offsets(admin, tps, OffsetSpec.for_timestamp(times.since), side)
+    if times.until is not None:
+        until = _list_offsets(admin, tps, OffsetSpec.for_timestamp(times.until), side)
     ranges: dict[str, dict[int, OffsetRange]] = {t: {} for t in partitions}
     for tp in tps:
-        start = earliest[(tp.topic, tp.partition)]
+        key = (tp.topic, tp.partition)
+        log_start, end = earliest[key], latest[key]
+        # -1: no record at or after the timestamp, so the bound is the end.
+        start = since.get(key, log_start)
+        start = end if start < 0 else max(start, log_start)
+        cut = until.get(key, end)
+        end = end if cut < 0 else min(cut, end)
         ranges[tp.topic][tp.partition] = OffsetRange(
-            start=start, end=latest[(tp.topic, tp.partition)], log_start=start
+            start=min(start, end), end=end, log_start=log_start
         )
     return ranges
 

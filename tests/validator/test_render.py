@@ -17,7 +17,7 @@ _OUTSIDE_REASONS = (
     "destination_retention",
     "compacted",
     "other_origin",
-    "after_snapshot",
+    "after_range",
 )
 
 
@@ -28,7 +28,7 @@ def _partition(
     *,
     destination_topic: str | None = None,
     in_flight: int = 0,
-    after_snapshot: int = 0,
+    after_range: int = 0,
     **discrepancies: int,
 ) -> dict[str, Any]:
     assert set(discrepancies) <= set(DISCREPANCY_KINDS)
@@ -49,8 +49,7 @@ def _partition(
         **counts,
         "in_flight": in_flight,
         "outside_range": {
-            reason: after_snapshot if reason == "after_snapshot" else 0
-            for reason in _OUTSIDE_REASONS
+            reason: after_range if reason == "after_range" else 0 for reason in _OUTSIDE_REASONS
         },
         "clean": not any(counts.values()),
     }
@@ -112,7 +111,7 @@ def clean_report() -> dict[str, Any]:
 def bad_report() -> dict[str, Any]:
     partitions = [
         _partition("orders", 0, 100, in_flight=4),
-        _partition("orders", 1, 100, after_snapshot=2),
+        _partition("orders", 1, 100, after_range=2),
         _partition("orders", 3, 100, missing=1, duplicated=2),
         _partition("<b>x</b>", 0, 50, value_mismatch=1),
     ]

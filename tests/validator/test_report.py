@@ -8,7 +8,7 @@ import pytest
 
 from validator.read import kafka_options
 from validator.report import build_report
-from validator.snapshot import ClusterInfo, OffsetRange, Snapshot, TopicPair
+from validator.snapshot import ClusterInfo, OffsetRange, Snapshot, TimeRange, TopicPair
 
 SNAPSHOT = Snapshot(
     source=ClusterInfo("s:9092", "S"),
@@ -37,6 +37,7 @@ def _report(findings, *, require_complete=False):
         finished=moment,
         master="local[*]",
         require_complete=require_complete,
+        times=TimeRange(),
     )
 
 

@@ -128,7 +128,7 @@ def test_planted_faults_are_reported_by_content_without_the_header_under_spark_s
     assert result.report["master"] == SPARK_SUBMIT_MASTER  # spark-submit's, not overridden
 
 
-def test_a_partial_copy_without_the_header_is_clean_with_the_rest_in_flight(
+def test_a_partial_copy_without_the_header_is_clean_from_since_with_the_rest_in_flight(
     source_cluster, target_cluster, source_topic, tmp_path
 ):
     topic, records = source_topic
@@ -144,12 +144,17 @@ def test_a_partial_copy_without_the_header_is_clean_with_the_rest_in_flight(
         "KAFKA_CLUSTERS_SOURCE_TOPIC": topic,
         "KAFKA_CLUSTERS_DESTINATION_TOPIC": destination,
     }
-    result = run_validate(env, tmp_path)
+    # --since cuts both sides at the first record of that timestamp: the 6th of each partition.
+    since = min(r.timestamp[1] for r in records if r.offset == 5)
+    checked = [r for r in copied if r.offset >= 5]
+    result = run_validate(env, tmp_path, "--since", str(since))
     assert result.status == 0, result.stdout + result.stderr
     report = result.report
     assert report["verdict"] == "clean"
+    assert report["since_ms"] == since
     assert all(p["clean"] and p["match"] == "content" for p in report["partitions"])
-    assert report["totals"]["matched"] == len(copied) == report["totals"]["destination_records"]
+    assert all(p["source_range"][0] == p["destination_range"][0] == 5 for p in report["partitions"])
+    assert report["totals"]["matched"] == len(checked) == report["totals"]["destination_records"]
     assert report["totals"][IN_FLIGHT] == len(records) - len(copied)
     assert report["totals"]["missing"] == 0
     assert "EXACTLY ONCE" in result.stdout
