@@ -7,7 +7,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: install demo test chaos unit lint bench-envelope bench-replicator bench-pipeline bench-commit kafka-jars spark-connector clean
+.PHONY: install demo test chaos unit lint bench-envelope bench-replicator bench-pipeline bench-commit bench-validate kafka-jars spark-connector clean
 
 install: $(VENV)/.installed kafka-jars spark-connector
 
@@ -62,6 +62,11 @@ bench-pipeline: install
 # Stage 2's commit limits (interval, records) against throughput and latency (about 5 minutes).
 bench-commit: install
 	$(BIN)/python bench/commit_limits.py
+
+# Issue 6's measure: `exactly validate` on 5 M records of 100 B beside reading both topics once
+# with a plain consumer (goal: within 2x), and its driver's peak memory (about 7 minutes).
+bench-validate: install
+	$(BIN)/python bench/validator_vs_consumer.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache

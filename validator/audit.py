@@ -8,19 +8,19 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from pyspark import StorageLevel
-from pyspark.sql import Row, SparkSession, Window
+from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from runtime.logs import get_logger
 from runtime.settings import Settings
 from validator.compare import find_events
-from validator.kinds import CONTENT, MATCHED, PROVENANCE
+from validator.kinds import CONTENT, MATCHED, PROVENANCE, RECORD_COUNTS, SOURCE_RECORD
 from validator.progress import Progress
-from validator.read import DESTINATION, read_both_sides
+from validator.read import DESTINATION, SOURCE, read_both_sides
 from validator.report import build_report, example_rows
+from validator.sample import first_records_with_origin
 from validator.session import spark_session
-from validator.snapshot import Snapshot, TimeRange, take_snapshot
+from validator.snapshot import Snapshot, TimeRange, take_snapshot, with_current_log_starts
 
 AUTO = "auto"
 _log = get_logger("validator")
@@ -61,77 +61,114 @@ def _audit(
     progress: Progress,
     started: datetime,
 ) -> dict[str, Any]:
+    progress.phase("looking for the provenance header in the destination's first records")
+    modes = _modes(snapshot, first_records_with_origin(settings, snapshot), options.match)
     total = sum(r.size for pair in snapshot.pairs for r in pair.source.values())
     progress.phase(
-        f"reading {len(snapshot.pairs)} topic(s), {snapshot.partition_count} partitions, "
-        f"up to {total:,} source offsets"
+        f"reading and comparing {len(snapshot.pairs)} topic(s), {snapshot.partition_count} "
+        f"partitions, up to {total:,} source offsets, record by record ("
+        + ", ".join(f"{topic}: by {mode}" for topic, mode in modes.items())
+        + ")"
     )
     both = read_both_sides(
         spark,
         snapshot,
         settings.source.client_config(),
         settings.destination.client_config(),
-    ).persist(StorageLevel.MEMORY_AND_DISK)
-    per_partition = (
-        both.groupBy("side", "topic", "partition")
-        .agg(F.count("*").alias("records"), F.count("origin_offset").alias("with_origin"))
-        .collect()
     )
-    records = {(r["side"], r["topic"], r["partition"]): r["records"] for r in per_partition}
-    modes = _modes(snapshot, per_partition, options.match)
-    progress.phase(
-        "comparing record by record ("
-        + ", ".join(f"{topic}: {mode}" for topic, mode in modes.items())
-        + ")"
+    events = find_events(spark, both, snapshot, modes)
+    # One pass over both topics: the counts, and the first finding of each kind in each
+    # partition as the examples. Nothing is cached: caching the two sides cost as much as
+    # reading them (2 x 1 M records of 100 B: 8.3 s against 4.3 s here).
+    example = F.when(
+        ~F.col("kind").isin(MATCHED, *RECORD_COUNTS),
+        F.struct("s_offset", "d_partition", "d_offset", "detail"),
     )
-    events = find_events(spark, both, snapshot, modes).persist(StorageLevel.MEMORY_AND_DISK)
-    counts = events.groupBy("topic", "partition", "kind").count().collect()
-    findings = {(r["topic"], r["partition"], r["kind"]): r["count"] for r in counts}
-    progress.phase("collecting examples")
-    first = Window.partitionBy("kind").orderBy("topic", "partition", "s_offset", "d_offset")
     rows = (
-        events.filter(F.col("kind") != MATCHED)
-        .withColumn("rank", F.row_number().over(first))
-        .filter(F.col("rank") <= options.examples)
-        .drop("rank")
+        events.groupBy("topic", "partition", "kind")
+        .agg(F.count("*").alias("count"), F.min(example).alias("first"))
         .collect()
     )
     progress.phase("writing the report")
+    records = {}
+    findings = {}
+    for row in rows:
+        if row["kind"] in RECORD_COUNTS:
+            side = SOURCE if row["kind"] == SOURCE_RECORD else DESTINATION
+            records[(side, row["topic"], row["partition"])] = row["count"]
+        else:
+            findings[(row["topic"], row["partition"], row["kind"])] = row["count"]
+    firsts = sorted(
+        (row for row in rows if row["first"] is not None),
+        key=lambda row: (row["topic"], row["partition"]),
+    )
+    examples = [
+        {
+            "topic": row["topic"],
+            "partition": row["partition"],
+            "kind": row["kind"],
+            **row["first"].asDict(),
+        }
+        for row in firsts
+    ]
+    moved = _log_starts_moved(snapshot, settings)
     return build_report(
         snapshot,
         modes=modes,
         records=records,
         findings=findings,
-        examples=example_rows((row.asDict() for row in rows), snapshot),
+        examples=example_rows(examples, snapshot, per_kind=options.examples),
         started=started,
         finished=datetime.now(UTC),
         master=spark.sparkContext.master,
         require_complete=options.require_complete,
         times=options.times,
+        log_starts_moved=moved,
     )
 
 
-def _modes(snapshot: Snapshot, per_partition: list[Row], match: str) -> dict[str, str]:
+def _log_starts_moved(snapshot: Snapshot, settings: Settings) -> list[str]:
+    """Partitions whose retention deleted records while the audit read them.
+
+    Spark reads with failOnDataLoss=false, so those records are simply absent: their copies
+    can show as unexpected and they as missing. Named in the report and logged, never hidden.
+    """
+    now = with_current_log_starts(snapshot, settings)
+    moved = []
+    for before, after in zip(snapshot.pairs, now.pairs, strict=True):
+        for side, old, new, topic in (
+            ("source", before.source, after.source, before.source_topic),
+            ("destination", before.destination, after.destination, before.destination_topic),
+        ):
+            for p, r in old.items():
+                if new[p].log_start > r.start:
+                    moved.append(f"{side} {topic}[{p}] log start {r.start} -> {new[p].log_start}")
+    if moved:
+        _log.warning(
+            "retention deleted records while the audit read them; findings below the new log "
+            "start may be retention's, not losses: check again with --since",
+            partitions="; ".join(moved),
+        )
+    return moved
+
+
+def _modes(snapshot: Snapshot, sampled: dict[str, tuple[int, int]], match: str) -> dict[str, str]:
     if match != AUTO:
         return {pair.source_topic: match for pair in snapshot.pairs}
     modes = {}
     for pair in snapshot.pairs:
-        rows = [
-            r for r in per_partition if r["side"] == DESTINATION and r["topic"] == pair.source_topic
-        ]
-        records = sum(r["records"] for r in rows)
-        with_origin = sum(r["with_origin"] for r in rows)
-        if with_origin == records:
+        looked, with_origin = sampled[pair.source_topic]
+        if with_origin == looked:
             modes[pair.source_topic] = PROVENANCE
-        else:
-            if with_origin:
-                # The header was turned on or off while the topic flowed: content pairs both kinds.
-                _log.warning(
-                    "some destination records carry exactly.origin and some do not: matching "
-                    "this topic by content",
-                    topic=pair.destination_topic,
-                    with_header=with_origin,
-                    records=records,
-                )
-            modes[pair.source_topic] = CONTENT
+            continue
+        if with_origin:
+            # The header was turned on or off while the topic flowed: content pairs both kinds.
+            _log.warning(
+                "the first records of some destination partitions carry exactly.origin and of "
+                "others do not: matching this topic by content",
+                topic=pair.destination_topic,
+                partitions_with_header=with_origin,
+                partitions=looked,
+            )
+        modes[pair.source_topic] = CONTENT
     return modes

@@ -117,7 +117,7 @@ class _Timestamp(click.ParamType):
     type=click.IntRange(0, 1000),
     default=5,
     show_default=True,
-    help="Examples shown and reported per kind of discrepancy.",
+    help="Examples per kind of finding, each the first of its kind in a partition.",
 )
 def validate(
     source: str | None,
@@ -236,7 +236,7 @@ def _run(
     # Off a terminal (CI logs, a pod) rich assumes 80 columns and squeezes the table unreadable.
     console = Console(highlight=False)
     if not console.is_terminal:
-        console = Console(highlight=False, width=200)
+        console = Console(highlight=False, width=240)
     render_table(result, console)
     print(f"report: {report_path}  chart: {chart_path}")
     return result["exit_status"]

@@ -20,13 +20,27 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from validator.kinds import CONTENT, IN_FLIGHT, MATCHED, PROVENANCE
+from validator.kinds import (
+    CONTENT,
+    DESTINATION_RECORD,
+    IN_FLIGHT,
+    MATCHED,
+    PROVENANCE,
+    SOURCE_RECORD,
+)
+from validator.read import DESTINATION, SOURCE
 from validator.snapshot import Snapshot
 
 _FIELDS = {"key": "kh", "value": "vh", "headers": "hh", "timestamp": "ts"}
+# What a full outer join of the two sides keeps of each: coordinates and field hashes.
+_PAIRED_COLUMNS = (
+    *(f"s.s_{c}" for c in ("offset", "kh", "vh", "hh", "ts")),
+    *(f"d.{c}" for c in ("d_partition", "d_offset", "kh", "vh", "hh", "ts")),
+)
 _EVENT_COLUMNS = ("topic", "partition", "s_offset", "d_partition", "d_offset", "kind", "detail")
 
 
@@ -35,13 +49,13 @@ def find_events(
 ) -> DataFrame:
     """The findings of every pair; ``modes`` maps each source topic to PROVENANCE or CONTENT."""
     ranges = _ranges_frame(spark, snapshot)
-    source = both.filter(F.col("side") == "source").select(
+    source = both.filter(F.col("side") == SOURCE).select(
         "topic",
         "partition",
         F.col("offset").alias("s_offset"),
         *[F.col(c).alias(f"s_{c}") for c in ("kh", "vh", "hh", "ts", "h")],
     )
-    destination = both.filter(F.col("side") == "destination").select(
+    destination = both.filter(F.col("side") == DESTINATION).select(
         "topic",
         F.col("partition").alias("d_partition"),
         F.col("offset").alias("d_offset"),
@@ -54,6 +68,9 @@ def find_events(
         "origin_partition",
         "origin_offset",
     )
+    # Several branches of the plan read the destination (pairs, how far replication reached,
+    # records without our header): cached, Kafka is read once. The source feeds one branch.
+    destination = destination.persist(StorageLevel.MEMORY_AND_DISK)
     frames = []
     for mode, finder in ((PROVENANCE, _by_provenance), (CONTENT, _by_content)):
         topics = [topic for topic, m in modes.items() if m == mode]
@@ -73,26 +90,42 @@ def find_events(
 
 
 def _ranges_frame(spark: SparkSession, snapshot: Snapshot) -> DataFrame:
+    """One row per partition pair: the ranges and how the source topic is cleaned up.
+
+    Built from literals in the JVM (not spark.createDataFrame of Python rows, which would start
+    Python workers on every executor for a table of a few hundred rows).
+    """
+    columns = (
+        ("topic", "string"),
+        ("partition", "int"),
+        ("s_start", "long"),
+        ("s_end", "long"),
+        ("s_log_start", "long"),
+        ("d_log_start", "long"),
+        ("compacted", "boolean"),
+    )
     rows = []
     for pair in snapshot.pairs:
         for p in pair.partitions:
             s, d = pair.source.get(p), pair.destination.get(p)
+            values = (
+                pair.source_topic,
+                p,
+                s.start if s else None,
+                s.end if s else None,
+                s.log_start if s else None,
+                d.log_start if d else None,
+                pair.source_compacted,
+            )
             rows.append(
-                (
-                    pair.source_topic,
-                    p,
-                    s.start if s else None,
-                    s.end if s else None,
-                    s.log_start if s else None,
-                    d.log_start if d else None,
-                    pair.source_compacted,
+                F.struct(
+                    *[
+                        F.lit(value).cast(kind).alias(name)
+                        for value, (name, kind) in zip(values, columns, strict=True)
+                    ]
                 )
             )
-    schema = (
-        "topic string, partition int, s_start long, s_end long, s_log_start long, "
-        "d_log_start long, compacted boolean"
-    )
-    return F.broadcast(spark.createDataFrame(rows, schema))
+    return F.broadcast(spark.range(1).select(F.inline(F.array(*rows))))
 
 
 def _by_provenance(
@@ -117,7 +150,18 @@ def _by_provenance(
         .otherwise(F.concat(F.lit("from cluster "), F.col("origin_cluster")))
         .alias("detail"),
     )
-    ours_only = destination.filter(ours)
+    # The copy in its own partition, else the earliest, is "the" copy; any other is a duplicate.
+    # Numbered before the join, partitioned by the join's own key, so that the join reuses this
+    # shuffle instead of adding one over both sides' rows.
+    copies = Window.partitionBy("topic", "origin_partition", "origin_offset").orderBy(
+        (F.col("d_partition") != F.col("origin_partition")).asc(), "d_offset"
+    )
+    ours_only = (
+        destination.filter(ours)
+        .withColumn("copy", F.row_number().over(copies))
+        .withColumn("first_d_partition", F.first("d_partition").over(copies))
+        .withColumn("first_d_offset", F.first("d_offset").over(copies))
+    )
     # How far replication has reached in each source partition: a source record beyond the
     # furthest one copied is still in flight, one before it is missing.
     reach = (
@@ -139,35 +183,19 @@ def _by_provenance(
     ).select(
         F.coalesce("s.topic", "d.topic").alias("topic"),
         F.coalesce("s.partition", "d.origin_partition").alias("partition"),
-        F.coalesce("s.s_offset", "d.origin_offset").alias("key_offset"),
-        "s.s_offset",
-        "s.s_kh",
-        "s.s_vh",
-        "s.s_hh",
-        "s.s_ts",
-        "d.d_partition",
-        "d.d_offset",
-        "d.kh",
-        "d.vh",
-        "d.hh",
-        "d.ts",
+        *_PAIRED_COLUMNS,
         "d.origin_offset",
         "d.prev_origin_partition",
         "d.prev_origin_offset",
+        "d.copy",
+        "d.first_d_partition",
+        "d.first_d_offset",
     )
-    # The copy in its own partition, else the earliest, is "the" copy; any other is a duplicate.
-    copies = Window.partitionBy("topic", "partition", "key_offset").orderBy(
-        (F.col("d_partition") != F.col("partition")).asc_nulls_first(), "d_offset"
-    )
-    joined = (
-        joined.withColumn("copy", F.row_number().over(copies))
-        .withColumn("first_d_partition", F.first("d_partition").over(copies))
-        .withColumn("first_d_offset", F.first("d_offset").over(copies))
-        .join(ranges, ["topic", "partition"], "left")
-        .join(F.broadcast(reach), ["topic", "partition"], "left")
+    joined = joined.join(ranges, ["topic", "partition"], "left").join(
+        F.broadcast(reach), ["topic", "partition"], "left"
     )
     has_s, has_d = F.col("s_offset").isNotNull(), F.col("d_offset").isNotNull()
-    first = F.col("copy") == 1
+    first = F.coalesce(F.col("copy"), F.lit(1)) == 1
     findings = (
         F.when(
             has_s & has_d & ~first,
@@ -216,15 +244,21 @@ def _by_provenance(
             )
         )
     )
+    counted = F.array(
+        F.when(has_s & first, _finding(SOURCE_RECORD)), F.when(has_d, _finding(DESTINATION_RECORD))
+    )
     found = joined.select(
         "topic",
         "partition",
         "s_offset",
         "d_partition",
         "d_offset",
-        F.explode(_or_matched(findings)).alias("finding"),
+        F.explode(F.concat(_or_matched(findings), _present(counted))).alias("finding"),
     ).select(*_EVENT_COLUMNS[:5], "finding.kind", "finding.detail")
-    return found.unionByName(foreign)
+    foreign_counted = foreign.withColumn("kind", F.lit(DESTINATION_RECORD)).withColumn(
+        "detail", F.lit(None).cast("string")
+    )
+    return _by_destination_partition(found.unionByName(foreign).unionByName(foreign_counted))
 
 
 def _by_content(
@@ -252,17 +286,7 @@ def _by_content(
         F.coalesce("s.topic", "d.topic").alias("topic"),
         F.coalesce("s.partition", "d.d_partition").alias("partition"),
         F.coalesce("s.s_h", "d.h").alias("content"),
-        "s.s_offset",
-        "s.s_kh",
-        "s.s_vh",
-        "s.s_hh",
-        "s.s_ts",
-        "d.d_partition",
-        "d.d_offset",
-        "d.kh",
-        "d.vh",
-        "d.hh",
-        "d.ts",
+        *_PAIRED_COLUMNS,
     )
     same_content = Window.partitionBy("topic", "partition", "content")
     joined = (
@@ -405,10 +429,18 @@ def _by_content(
         )
     )
     found.append(invented.select(*_EVENT_COLUMNS[:5], "finding.kind", "finding.detail"))
+    for counted, kind in ((has_s, SOURCE_RECORD), (has_d, DESTINATION_RECORD)):
+        found.append(
+            joined.filter(counted).select(
+                *_EVENT_COLUMNS[:5],
+                F.lit(kind).alias("kind"),
+                F.lit(None).cast("string").alias("detail"),
+            )
+        )
     events = found[0]
     for frame in found[1:]:
         events = events.unionByName(frame)
-    return events
+    return _by_destination_partition(events)
 
 
 def _finding(kind: str, detail: Column | None = None) -> Column:
@@ -438,9 +470,15 @@ def _field_findings() -> list[Column]:
 
 def _unpaired_source(reach_max: str, reach_min: str) -> Column:
     """A source record without a copy: in flight beyond the furthest copied record, cut by the
-    destination's retention before the first one, missing anywhere else."""
+    destination's retention before the first one, missing anywhere else (and always missing
+    in a partition the destination lacks)."""
     return (
+        # Nothing can be on its way to a partition the destination topic does not have.
         F.when(
+            F.col("d_log_start").isNull(),
+            _finding("missing", F.lit("the destination topic has no such partition")),
+        )
+        .when(
             F.col(reach_max).isNull() | (F.col("s_offset") > F.col(reach_max)),
             _finding(IN_FLIGHT),
         )
@@ -463,8 +501,22 @@ def _no_such_origin() -> Column:
 
 
 def _or_matched(findings: Column) -> Column:
-    present = F.filter(findings, lambda f: f.isNotNull())
+    present = _present(findings)
     return F.when(F.size(present) == 0, F.array(_finding(MATCHED))).otherwise(present)
+
+
+def _present(findings: Column) -> Column:
+    return F.filter(findings, lambda f: f.isNotNull())
+
+
+def _by_destination_partition(events: DataFrame) -> DataFrame:
+    """A destination record is counted in its destination partition, not its source's."""
+    return events.withColumn(
+        "partition",
+        F.when(F.col("kind") == DESTINATION_RECORD, F.col("d_partition")).otherwise(
+            F.col("partition")
+        ),
+    )
 
 
 def _all_equal(pairs: Iterable[tuple[Column, Column]]) -> Column:

@@ -19,6 +19,11 @@ DISCREPANCY_KINDS = (
     "unexpected",
 )
 IN_FLIGHT = "in_flight"
+# Not findings: one row per record read on each side, counted in the same pass as the findings
+# (the partition of a DESTINATION_RECORD row is the destination partition).
+SOURCE_RECORD = "_source_record"
+DESTINATION_RECORD = "_destination_record"
+RECORD_COUNTS = (SOURCE_RECORD, DESTINATION_RECORD)
 # Records outside the checked range: not discrepancies, but counted and shown, never dropped.
 OUTSIDE_KINDS = (
     "source_retention",  # the destination still holds what the source's retention deleted

@@ -32,6 +32,7 @@ def build_report(
     master: str,
     require_complete: bool,
     times: TimeRange,
+    log_starts_moved: list[str],
 ) -> dict[str, Any]:
     """``records`` maps (side, source topic, partition) to the records read on that side."""
     partitions = []
@@ -71,6 +72,9 @@ def build_report(
         # Milliseconds since the epoch; null: from the earliest offset / to the snapshot.
         "since_ms": times.since,
         "until_ms": times.until,
+        # Retention cut these partitions while they were read: findings below the new log start
+        # may be retention's, not losses.
+        "log_starts_moved": log_starts_moved,
         "topics": [
             {
                 "source_topic": pair.source_topic,
@@ -90,11 +94,15 @@ def write_json(report: Mapping[str, Any], path: Path) -> None:
     path.write_text(json.dumps(report, indent=2) + "\n")
 
 
-def example_rows(rows: Iterable[Mapping[str, Any]], snapshot: Snapshot) -> dict[str, list[dict]]:
-    """Collected finding rows, grouped by kind, with the destination topic filled in."""
+def example_rows(
+    rows: Iterable[Mapping[str, Any]], snapshot: Snapshot, *, per_kind: int
+) -> dict[str, list[dict]]:
+    """The first ``per_kind`` finding rows of each kind, with the destination topic filled in."""
     destination_of = {pair.source_topic: pair.destination_topic for pair in snapshot.pairs}
     grouped: dict[str, list[dict]] = {}
     for row in rows:
+        if len(grouped.get(row["kind"], ())) >= per_kind:
+            continue
         has_destination = row["d_offset"] is not None
         grouped.setdefault(row["kind"], []).append(
             {

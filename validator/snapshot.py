@@ -10,7 +10,7 @@ lacks is either missing or still in flight, and never one produced after the sna
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import (
@@ -135,6 +135,30 @@ def take_snapshot(
             f"nothing to check: every partition of {shown} is empty on both clusters{where}"
         )
     return snapshot
+
+
+def with_current_log_starts(snapshot: Snapshot, settings: Settings) -> Snapshot:
+    """``snapshot`` with each log start moved to where retention has cut the log since.
+
+    Spark reads with failOnDataLoss=false, so records deleted while it read are simply absent;
+    taken after the read, the log starts say which absences are retention's, not losses.
+    """
+    pairs = []
+    for pair in snapshot.pairs:
+        source = _log_starts(_admin(settings.source), pair.source_topic, pair.source, "source")
+        destination = _log_starts(
+            _admin(settings.destination), pair.destination_topic, pair.destination, "destination"
+        )
+        pairs.append(replace(pair, source=source, destination=destination))
+    return replace(snapshot, pairs=tuple(pairs))
+
+
+def _log_starts(
+    admin: AdminClient, topic: str, ranges: Mapping[int, OffsetRange], side: str
+) -> dict[int, OffsetRange]:
+    tps = [TopicPartition(topic, p) for p in ranges]
+    now = _list_offsets(admin, tps, OffsetSpec.earliest(), side)
+    return {p: replace(r, log_start=max(r.log_start, now[(topic, p)])) for p, r in ranges.items()}
 
 
 def _servers(cluster: ClusterSettings) -> str:

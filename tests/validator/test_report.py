@@ -38,6 +38,7 @@ def _report(findings, *, require_complete=False):
         master="local[*]",
         require_complete=require_complete,
         times=TimeRange(),
+        log_starts_moved=[],
     )
 
 
