@@ -74,8 +74,8 @@ class _Timestamp(click.ParamType):
     type=click.Choice(["auto", "provenance", "content"]),
     default="auto",
     show_default=True,
-    help="Pair records by the exactly.origin header, by content and position, or by the header "
-    "wherever every destination record of a topic has it.",
+    help="Pair records by the exactly.origin header, by content and position, or (auto) by the "
+    "header when the first record of every destination partition of a topic carries it.",
 )
 @click.option(
     "--since",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import pwd
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -22,10 +23,9 @@ from validator.errors import InputError
 KAFKA_CONNECTOR = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.0.0"
 DEFAULT_MASTER = "local[*]"
 _UNDER_SPARK_SUBMIT = "PYSPARK_GATEWAY_PORT"  # set by spark-submit for the Python driver
-_CONNECTOR_JAR = (
-    Path.home()
-    / ".m2/repository/org/apache/spark/spark-sql-kafka-0-10_2.13/4.0.0"
-    / "spark-sql-kafka-0-10_2.13-4.0.0.jar"
+_CONNECTOR_IN_M2 = Path(
+    ".m2/repository/org/apache/spark/spark-sql-kafka-0-10_2.13/4.0.0",
+    "spark-sql-kafka-0-10_2.13-4.0.0.jar",
 )
 
 # Only where the user (or spark-submit) has not set them.
@@ -71,9 +71,12 @@ def spark_session(master: str | None, extra: Mapping[str, str]) -> SparkSession:
 
 def _check_connector() -> None:
     # Without it Spark's resolver tries the network, fails after a minute, and says so in a
-    # page of Ivy output; one line now is kinder.
-    if not _CONNECTOR_JAR.exists():
+    # page of Ivy output; one line now is kinder. Java (Maven, Spark's resolver) takes the home
+    # directory from the user database, not from $HOME: look in both.
+    homes = dict.fromkeys((Path.home(), Path(pwd.getpwuid(os.getuid()).pw_dir)))
+    if not any((home / _CONNECTOR_IN_M2).exists() for home in homes):
         raise InputError(
-            f"Spark's Kafka connector is not in the local Maven repository ({_CONNECTOR_JAR}): "
-            "run `make install` (or mvn -f deps/spark-kafka-connector.xml dependency:resolve)"
+            f"Spark's Kafka connector is not in the local Maven repository "
+            f"({Path.home() / _CONNECTOR_IN_M2}): run `make install` "
+            "(or mvn -f deps/spark-kafka-connector.xml dependency:resolve)"
         )
