@@ -82,6 +82,7 @@ def copy_to_destination(
     *,
     source_cluster_id: str | None,
     faults: bool,
+    partitions: int = PARTITIONS,
 ) -> list[Planted]:
     """Write ``records`` to ``topic`` as the pipeline would; with ``faults``, one of each kind.
 
@@ -92,7 +93,7 @@ def copy_to_destination(
         by_partition[record.partition].append(record)
     lanes = {p: list(rs) for p, rs in by_partition.items()}
     planted = _plant(lanes) if faults else []
-    create_topic(bootstrap, topic, PARTITIONS)
+    create_topic(bootstrap, topic, partitions)
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
     for partition, lane in sorted(lanes.items()):
         for record in lane:

@@ -1,0 +1,163 @@
+"""offsetsync.translate against real Kafka: a group's committed source offset becomes the
+destination offset from which it reads exactly the records it had not processed (issue 7)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from offsetsync.translate import BehindRetention, PartitionReader, Translated, Waiting, translate
+from tests.kafka_helpers import create_topic, read_all
+from tests.validator.planting import PARTITIONS, copy_to_destination, create_source
+
+
+@pytest.fixture(scope="module")
+def flow(source_cluster, target_cluster):
+    """A source topic with markers, aborted records and an out-of-order timestamp (planting's),
+    and three copies: with the provenance header, without it, and the first 10 records only."""
+    topic = f"offsetsync.{uuid.uuid4().hex[:8]}"
+    records = create_source(source_cluster.bootstrap_servers, topic)
+    copies = {}
+    for name, header, subset in (
+        ("header", True, records),
+        ("plain", False, records),
+        ("partial", True, [r for r in records if r.offset < 10]),
+    ):
+        copies[name] = f"{topic}.{name}"
+        copy_to_destination(
+            target_cluster.bootstrap_servers,
+            copies[name],
+            subset,
+            source_cluster_id=source_cluster.cluster_id if header else None,
+            faults=False,
+        )
+    return topic, records, copies
+
+
+@pytest.fixture(scope="module")
+def readers(source_cluster, target_cluster):
+    source = PartitionReader({"bootstrap.servers": source_cluster.bootstrap_servers})
+    destination = PartitionReader({"bootstrap.servers": target_cluster.bootstrap_servers})
+    yield source, destination
+    source.close()
+    destination.close()
+
+
+def _translate(readers, source_cluster, topic, destination_topic, committed, partition=0):
+    source, destination = readers
+    return translate(
+        source,
+        destination,
+        source_topic=topic,
+        destination_topic=destination_topic,
+        partition=partition,
+        committed=committed,
+        source_cluster_id=source_cluster.cluster_id,
+    )
+
+
+def _resumes_exactly(target_cluster, records, destination_topic, committed, answer, partition=0):
+    """What the moved group reads on the destination from `answer` is what it had not yet
+    read on the source from `committed`: nothing again, nothing skipped."""
+    unread = [r.value for r in records if r.partition == partition and r.offset >= committed]
+    copies = read_all(target_cluster.bootstrap_servers, destination_topic, PARTITIONS)
+    resumed = [r.value for r in copies if r.partition == partition and r.offset >= answer]
+    assert resumed == unread
+
+
+# Partition 0 of the source: readable 0-14, a commit marker at 15, aborted records 16-25, a
+# marker at 26, readable 27-41 (41 carries the timestamp of 12: out of order), a marker at 42.
+@pytest.mark.parametrize(
+    ("case", "committed"),
+    [
+        ("at the start", 0),
+        ("mid-stream", 5),
+        ("on a commit marker", 15),
+        ("inside an aborted transaction", 20),
+        ("before a record with an out-of-order timestamp", 41),
+        ("on the last marker: caught up", 42),
+        ("at the end: caught up", 43),
+    ],
+)
+def test_a_committed_offset_resumes_exactly_with_the_header(
+    flow, readers, source_cluster, target_cluster, case, committed
+):
+    topic, records, copies = flow
+    answer = _translate(readers, source_cluster, topic, copies["header"], committed)
+    assert isinstance(answer, Translated), (case, answer)
+    assert answer.exact
+    _resumes_exactly(
+        target_cluster, records, copies["header"], committed, answer.destination_offset
+    )
+
+
+@pytest.mark.parametrize("committed", [0, 5, 15, 41, 43])
+def test_without_the_header_the_timestamp_may_re_read_but_never_skips(
+    flow, readers, source_cluster, target_cluster, committed
+):
+    topic, records, copies = flow
+    answer = _translate(readers, source_cluster, topic, copies["plain"], committed)
+    assert isinstance(answer, Translated)
+    assert not answer.exact
+    unread = [r.value for r in records if r.partition == 0 and r.offset >= committed]
+    copies_read = read_all(target_cluster.bootstrap_servers, copies["plain"], PARTITIONS)
+    resumed = [
+        r.value for r in copies_read if r.partition == 0 and r.offset >= answer.destination_offset
+    ]
+    # Everything unread is there, in order, after whatever is read again.
+    assert resumed[len(resumed) - len(unread) :] == unread
+
+
+def test_a_group_ahead_of_replication_waits(flow, readers, source_cluster):
+    topic, _records, copies = flow
+    assert _translate(readers, source_cluster, topic, copies["partial"], 12) == Waiting(12)
+    assert _translate(readers, source_cluster, topic, copies["partial"], 10) == Waiting(10)
+    reached = _translate(readers, source_cluster, topic, copies["partial"], 9)
+    assert reached == Translated(9, exact=True)
+
+
+def test_records_of_one_millisecond_are_told_apart_by_the_header(
+    readers, source_cluster, target_cluster
+):
+    topic = f"offsetsync.samems.{uuid.uuid4().hex[:8]}"
+    create_topic(source_cluster.bootstrap_servers, topic, 1)
+    producer = Producer({"bootstrap.servers": source_cluster.bootstrap_servers})
+    moment = int(time.time() * 1000)
+    for i in range(10):
+        producer.produce(topic, value=b"%d" % i, partition=0, timestamp=moment)
+    assert producer.flush(30) == 0
+    records = read_all(source_cluster.bootstrap_servers, topic, 1)
+    for name, header in (("header", True), ("plain", False)):
+        copy_to_destination(
+            target_cluster.bootstrap_servers,
+            f"{topic}.{name}",
+            records,
+            source_cluster_id=source_cluster.cluster_id if header else None,
+            faults=False,
+            partitions=1,
+        )
+    exact = _translate(readers, source_cluster, topic, f"{topic}.header", 5)
+    assert exact == Translated(5, exact=True)
+    # The timestamp alone points at the first of the millisecond: 5 records read again.
+    assert _translate(readers, source_cluster, topic, f"{topic}.plain", 5) == Translated(
+        0, exact=False
+    )
+
+
+def test_a_group_behind_source_retention_is_not_translated(readers, source_cluster):
+    topic = f"offsetsync.retention.{uuid.uuid4().hex[:8]}"
+    create_topic(source_cluster.bootstrap_servers, topic, 1)
+    producer = Producer({"bootstrap.servers": source_cluster.bootstrap_servers})
+    for i in range(10):
+        producer.produce(topic, value=b"%d" % i, partition=0)
+    assert producer.flush(30) == 0
+    admin = AdminClient({"bootstrap.servers": source_cluster.bootstrap_servers})
+    [deleted] = admin.delete_records([TopicPartition(topic, 0, 5)]).values()
+    deleted.result(30)
+    # The records it would read next are gone from the source: no exact answer exists.
+    answer = _translate(readers, source_cluster, topic, f"{topic}.copy", 2)
+    assert answer == BehindRetention(5)
