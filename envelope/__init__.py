@@ -14,6 +14,7 @@ from envelope.provenance import (
     Provenance,
     decode_provenance,
     encode_provenance,
+    find_provenance,
 )
 
 __all__ = [
@@ -34,4 +35,5 @@ __all__ = [
     "encode",
     "encode_provenance",
     "encode_rows",
+    "find_provenance",
 ]

@@ -3,6 +3,7 @@ cluster, partition and offset, for exact offset translation, loop prevention and
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 HEADER_PROVENANCE = "exactly.origin"
@@ -17,6 +18,18 @@ class Provenance:
 
 def encode_provenance(source_cluster_id: str, partition: int, offset: int) -> bytes:
     return f"{source_cluster_id}/{partition}/{offset}".encode()
+
+
+def find_provenance(headers: Iterable[tuple[str, bytes | None]] | None) -> Provenance | None:
+    """The provenance a record's header list carries: the first header of that name with a
+    value, decoded; None when there is none or it is not well formed."""
+    for name, value in headers or ():
+        if name == HEADER_PROVENANCE and value is not None:
+            try:
+                return decode_provenance(value)
+            except ValueError:
+                return None
+    return None
 
 
 def decode_provenance(value: bytes) -> Provenance:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
-from envelope.provenance import HEADER_PROVENANCE, decode_provenance
+from envelope.provenance import find_provenance
 
 _TIMEOUT_S = 10.0
 _BATCH = 500
@@ -127,9 +127,10 @@ def translate(
         return BehindRetention(log_start)
     next_record = _first(source.records(source_topic, partition, committed, end))
     if next_record is not None:
-        return _copy_at_or_after(
+        found = _copy_at_or_after(
             destination, destination_topic, partition, next_record, source_cluster_id
         )
+        return found if isinstance(found, Waiting) else found[0]
     # Caught up: nothing readable at or after the committed offset. Resume right after the copy
     # of the last record before it (a copy of a later record, produced since, is not skipped).
     last = _last_before(source, source_topic, partition, log_start, min(committed, end))
@@ -137,9 +138,13 @@ def translate(
         low, _high = destination.bounds(destination_topic, partition)
         return Translated(low, exact=False)
     found = _copy_at_or_after(destination, destination_topic, partition, last, source_cluster_id)
-    if isinstance(found, Translated) and found.exact:
-        return _after_copy(destination, destination_topic, partition, found, last.offset())
-    return found
+    if isinstance(found, Waiting):
+        return found
+    translated, origin_offset = found
+    # The copy found is of `last` itself (resume after it) or of a later record (resume at it).
+    if origin_offset == last.offset():
+        return Translated(translated.destination_offset + 1, exact=True)
+    return translated
 
 
 def _copy_at_or_after(
@@ -148,8 +153,9 @@ def _copy_at_or_after(
     partition: int,
     record: Message,
     source_cluster_id: str,
-) -> Translated | Waiting:
-    """The destination offset of the first copy of a source record at or after ``record``."""
+) -> tuple[Translated, int | None] | Waiting:
+    """The destination offset of the first copy of a source record at or after ``record``, and
+    the source offset that copy names (None when the header is off)."""
     target = record.offset()
     start = destination.offset_for_time(topic, partition, record.timestamp()[1])
     if start < 0:
@@ -159,23 +165,11 @@ def _copy_at_or_after(
         origin = _origin(copy)
         if origin is None:
             # Header off: the timestamp's answer, which may re-read but never skips.
-            return Translated(start, exact=False)
+            return Translated(start, exact=False), None
         # A copy from another flow (aggregation) or partition is not this group's record.
         if origin[:2] == (source_cluster_id, partition) and origin[2] >= target:
-            return Translated(copy.offset(), exact=True)
+            return Translated(copy.offset(), exact=True), origin[2]
     return Waiting(target)
-
-
-def _after_copy(
-    destination: PartitionReader, topic: str, partition: int, found: Translated, last: int
-) -> Translated:
-    # The copy found is of `last` itself (resume after it) or of a later record (resume at it).
-    _low, end = destination.bounds(topic, partition)
-    copy = _first(destination.records(topic, partition, found.destination_offset, end))
-    origin = _origin(copy) if copy is not None else None
-    if origin is not None and origin[2] == last:
-        return Translated(found.destination_offset + 1, exact=True)
-    return found
 
 
 def _last_before(
@@ -201,14 +195,10 @@ def _first(messages: Iterator[Message]) -> Message | None:
 
 
 def _origin(message: Message) -> tuple[str, int, int] | None:
-    for name, value in message.headers() or ():
-        if name == HEADER_PROVENANCE and value is not None:
-            try:
-                origin = decode_provenance(value)
-            except ValueError:
-                return None
-            return origin.source_cluster_id, origin.partition, origin.offset
-    return None
+    origin = find_provenance(message.headers())
+    if origin is None:
+        return None
+    return origin.source_cluster_id, origin.partition, origin.offset
 
 
 __all__ = [

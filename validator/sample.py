@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from envelope.provenance import HEADER_PROVENANCE, decode_provenance
+from envelope.provenance import find_provenance
 from runtime.settings import Settings
 from validator.errors import InputError
 from validator.snapshot import Snapshot
@@ -70,7 +70,7 @@ def _first_records(
                     continue  # partition EOF and the like: the position check below decides
                 key = (message.topic(), message.partition())
                 if key in pending and message.offset() < ends[key]:
-                    seen[key] = _has_origin(message.headers())
+                    seen[key] = find_provenance(message.headers()) is not None
                 pending.discard(key)
             # A range of aborted records and markers only has no first record: nothing to see.
             done = [
@@ -89,14 +89,3 @@ def _first_records(
         raise InputError(f"cannot read the destination cluster: {exc}") from None
     finally:
         consumer.close()
-
-
-def _has_origin(headers: list[tuple[str, bytes | None]] | None) -> bool:
-    for name, value in headers or ():
-        if name == HEADER_PROVENANCE and value is not None:
-            try:
-                decode_provenance(value)
-            except ValueError:
-                return False
-            return True
-    return False

@@ -134,3 +134,15 @@ def test_encode_rows_checks_like_encode():
         encode_rows(
             "c", "t", bytes(16), 0, None, ((5, 0, 1, None, b"", ()), (5, 0, 1, None, b"", ()))
         )
+
+
+def test_find_provenance_reads_the_first_valued_header_and_nothing_malformed():
+    from envelope import HEADER_PROVENANCE, Provenance, encode_provenance, find_provenance
+
+    origin = encode_provenance("cluster-A", 3, 17)
+    assert find_provenance(
+        [("h", b"1"), (HEADER_PROVENANCE, None), (HEADER_PROVENANCE, origin)]
+    ) == (Provenance("cluster-A", 3, 17))
+    assert find_provenance([("h", b"1")]) is None
+    assert find_provenance(None) is None
+    assert find_provenance([(HEADER_PROVENANCE, b"not/a-number")]) is None
