@@ -61,8 +61,7 @@ def _audit(
     progress: Progress,
     started: datetime,
 ) -> dict[str, Any]:
-    progress.phase("looking for the provenance header in the destination's first records")
-    modes = _modes(snapshot, first_records_with_origin(settings, snapshot), options.match)
+    modes = _modes(settings, snapshot, options.match, progress)
     total = sum(r.size for pair in snapshot.pairs for r in pair.source.values())
     progress.phase(
         f"reading and comparing {len(snapshot.pairs)} topic(s), {snapshot.partition_count} "
@@ -152,9 +151,14 @@ def _log_starts_moved(snapshot: Snapshot, settings: Settings) -> list[str]:
     return moved
 
 
-def _modes(snapshot: Snapshot, sampled: dict[str, tuple[int, int]], match: str) -> dict[str, str]:
+def _modes(
+    settings: Settings, snapshot: Snapshot, match: str, progress: Progress
+) -> dict[str, str]:
     if match != AUTO:
         return {pair.source_topic: match for pair in snapshot.pairs}
+    # Only auto needs to look: a mode given on the command line reads nothing here.
+    progress.phase("looking for the provenance header in the destination's first records")
+    sampled = first_records_with_origin(settings, snapshot)
     modes = {}
     for pair in snapshot.pairs:
         looked, with_origin = sampled[pair.source_topic]

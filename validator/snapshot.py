@@ -143,22 +143,33 @@ def with_current_log_starts(snapshot: Snapshot, settings: Settings) -> Snapshot:
     Spark reads with failOnDataLoss=false, so records deleted while it read are simply absent;
     taken after the read, the log starts say which absences are retention's, not losses.
     """
-    pairs = []
-    for pair in snapshot.pairs:
-        source = _log_starts(_admin(settings.source), pair.source_topic, pair.source, "source")
-        destination = _log_starts(
-            _admin(settings.destination), pair.destination_topic, pair.destination, "destination"
-        )
-        pairs.append(replace(pair, source=source, destination=destination))
-    return replace(snapshot, pairs=tuple(pairs))
+    # One request per cluster for every partition of every pair, as take_snapshot does.
+    sources = _moved_log_starts(
+        _admin(settings.source),
+        [(pair.source_topic, pair.source) for pair in snapshot.pairs],
+        "source",
+    )
+    destinations = _moved_log_starts(
+        _admin(settings.destination),
+        [(pair.destination_topic, pair.destination) for pair in snapshot.pairs],
+        "destination",
+    )
+    pairs = tuple(
+        replace(pair, source=s, destination=d)
+        for pair, s, d in zip(snapshot.pairs, sources, destinations, strict=True)
+    )
+    return replace(snapshot, pairs=pairs)
 
 
-def _log_starts(
-    admin: AdminClient, topic: str, ranges: Mapping[int, OffsetRange], side: str
-) -> dict[int, OffsetRange]:
-    tps = [TopicPartition(topic, p) for p in ranges]
+def _moved_log_starts(
+    admin: AdminClient, topics: list[tuple[str, Mapping[int, OffsetRange]]], side: str
+) -> list[dict[int, OffsetRange]]:
+    tps = [TopicPartition(topic, p) for topic, ranges in topics for p in ranges]
     now = _list_offsets(admin, tps, OffsetSpec.earliest(), side)
-    return {p: replace(r, log_start=max(r.log_start, now[(topic, p)])) for p, r in ranges.items()}
+    return [
+        {p: replace(r, log_start=max(r.log_start, now[(topic, p)])) for p, r in ranges.items()}
+        for topic, ranges in topics
+    ]
 
 
 def _servers(cluster: ClusterSettings) -> str:

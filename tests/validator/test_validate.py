@@ -109,7 +109,7 @@ def test_planted_faults_are_reported_by_provenance_on_a_standalone_spark_cluster
     _assert_planted_faults_reported(result, planted, "provenance")
     assert result.report["master"] == spark.master_url
     # The work ran on the cluster's executors, not in the driver.
-    ran = [a for a in (*applications["activeapps"], *applications["completedapps"])]
+    ran = [*applications["activeapps"], *applications["completedapps"]]
     assert any(a["name"] == "exactly-validate" for a in ran), ran
 
 
