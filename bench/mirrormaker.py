@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from localkafka.install import KAFKA_VERSION, ensure_jars
-from localkafka.node import _die_with_parent, _java
+from localkafka.node import _die_with_parent, java_executable
 
 POM = Path(__file__).resolve().parents[1] / "deps" / "mirrormaker-pom.xml"
 MAIN_CLASS = "org.apache.kafka.connect.mirror.MirrorMaker"
@@ -165,7 +165,7 @@ class MirrorMaker2:
         log4j = self.workdir / "log4j2.properties"
         log4j.write_text(_LOG4J2.format(log=self.log_path))
         command = [
-            _java(),
+            java_executable(),
             f"-Xmx{_HEAP}",
             "-XX:+UseG1GC",
             "-XX:+ExitOnOutOfMemoryError",

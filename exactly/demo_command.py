@@ -52,8 +52,9 @@ class _Terminated(BaseException):
     help="Sample records produced per second.",
 )
 def demo(duration: float, rate: float) -> None:
-    """Run both stages on two local Kafka clusters under live traffic, SIGKILL each stage once,
-    and compare source and destination record by record.
+    """Run both stages and offset sync on two local Kafka clusters under live traffic, SIGKILL
+    each stage once, compare source and destination record by record, and move a consumer group
+    from the source to the target.
 
     The clusters (demo-source, demo-target) live in $LOCALKAFKA_STATE_DIR/demo, apart from those
     of `exactly kafka up`; they are made fresh every run and stopped at the end.

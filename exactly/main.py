@@ -36,6 +36,14 @@ def deduplicator() -> None:
     sys.exit(run())
 
 
+@cli.command(context_settings={"ignore_unknown_options": True})
+def offsetsync() -> None:
+    """Consumer-group offsets source -> target, exact by provenance (environment)."""
+    from offsetsync.app import run  # imported only when the role runs: `exactly kafka` stays quick
+
+    sys.exit(run())
+
+
 cli.add_command(kafka)
 cli.add_command(config)
 cli.add_command(demo)

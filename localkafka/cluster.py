@@ -274,6 +274,9 @@ class LocalCluster:
             "offsets.topic.num.partitions": "10",
             "transaction.state.log.num.partitions": "10",
             "group.initial.rebalance.delay.ms": "0",
+            # The log cleaner looks for work every second (default 15 s), so compaction on a
+            # topic with a short segment.ms is observable within seconds in tests and demos.
+            "log.cleaner.backoff.ms": "1000",
             # Topics are created on purpose, with the partition counts and configs the product
             # chooses; a typo must not silently create a topic.
             "auto.create.topics.enable": "false",

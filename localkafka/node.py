@@ -74,7 +74,7 @@ class KafkaNode:
 
     def format(self, distribution: KafkaDistribution, cluster_id: str) -> None:
         command = [
-            _java(),
+            java_executable(),
             *self._logging_options(),
             "-cp",
             distribution.classpath,
@@ -97,7 +97,7 @@ class KafkaNode:
         test session that is itself killed leaves no Kafka behind.
         """
         command = [
-            _java(),
+            java_executable(),
             f"-Xmx{self._heap}",
             "-XX:+UseG1GC",
             "-XX:MaxGCPauseMillis=20",
@@ -219,7 +219,7 @@ class KafkaNode:
         self._process = None
 
 
-def _java() -> str:
+def java_executable() -> str:
     java_home = os.environ.get("JAVA_HOME")
     if java_home and (Path(java_home) / "bin" / "java").is_file():
         return str(Path(java_home) / "bin" / "java")

@@ -1,33 +1,48 @@
-"""One committed source offset to its destination offset (DESIGN.md §5): by timestamp, made
-exact by the provenance header.
+"""Committed source offsets to destination offsets (DESIGN.md §5): by timestamp, made exact by
+the provenance header, for a whole sync cycle at once.
 
 For a group that committed offset ``c`` on a source partition, the answer is the destination
 offset of the copy of the first readable source record at or after ``c``: a consumer of the
 destination that starts there reads exactly the records the group had not processed. The
 timestamp of that source record finds where to look (``offsets_for_times`` on the destination
-gives the first copy with that timestamp or a later one, never one after the copy, because
+gives the first record with that timestamp or a later one, never one after the copy, because
 copies keep their order and timestamps); the provenance header then walks forward to the exact
 copy. Without the header the timestamp's answer stands: it may re-read records of the same
 millisecond (or with out-of-order timestamps), and never skips one.
 
 Only committed destination records are read (read_committed), so an answer never lies beyond
 what stage 2 has committed: a group ahead of replication gets ``Waiting``, never a guess.
+
+Many groups commit near one another in a partition, so each partition is read once per side
+and cycle: from its smallest offset in question forward, jumping (a seek) over gaps longer than
+``_GAP`` records instead of reading them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections import defaultdict, deque
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
+from confluent_kafka import Message
 
 from envelope.provenance import find_provenance
+from offsetsync.reading import KEEP, STOP, ClusterReader, Key
 
-_TIMEOUT_S = 10.0
-_BATCH = 500
-# How far before a caught-up group's offset to look for the last record it processed: a run of
-# aborted records or markers longer than this is read in further steps.
+# Records read through rather than sought over: a seek costs a round trip, reading 500 small
+# records costs about as much.
+_GAP = 500
+# How far before the end of a caught-up partition to look for the last record: a longer run of
+# aborted records or markers is read in further steps.
 _LOOK_BACK = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    source_topic: str
+    destination_topic: str
+    partition: int
+    committed: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +55,7 @@ class Translated:
 
 @dataclass(frozen=True, slots=True)
 class Waiting:
-    """Replication has not yet committed the record the group would read next."""
+    """Replication has not yet committed the copy of this source record."""
 
     source_offset: int
 
@@ -56,156 +71,289 @@ class BehindRetention:
 Translation = Translated | Waiting | BehindRetention
 
 
-class PartitionReader:
-    """Reads a few records of one partition at a time, read_committed; one per cluster."""
+@dataclass(frozen=True, slots=True)
+class _Copy:
+    offset: int
+    origin_offset: int | None  # None: the copy carries no provenance header
 
-    def __init__(self, client_config: dict[str, str]) -> None:
-        self._consumer = Consumer(
-            {
-                **client_config,
-                "group.id": "exactly-offsetsync-reader",  # assign() only, never commits
-                "enable.auto.commit": False,
-                "isolation.level": "read_committed",
-                # A position outside the log is an answer (BehindRetention), not a silent reset.
-                "auto.offset.reset": "error",
-                # A range that ends in a transaction marker returns no record; say so at once.
-                "fetch.wait.max.ms": 10,
-            }
+
+def translate_all(
+    source: ClusterReader,
+    destination: ClusterReader,
+    requests: Collection[Request],
+    source_cluster_id: str,
+) -> dict[Request, Translation]:
+    """The translation of every request whose source partition exists."""
+    by_partition: dict[Key, list[Request]] = defaultdict(list)
+    for request in requests:
+        by_partition[(request.source_topic, request.partition)].append(request)
+    bounds = source.bounds(by_partition)
+    answers: dict[Request, Translation] = {}
+    wanted: dict[Key, set[int]] = defaultdict(set)
+    for key, partition_requests in by_partition.items():
+        if key not in bounds:
+            continue  # the topic is gone from the source: nothing to translate
+        log_start, end = bounds[key]
+        for request in partition_requests:
+            if request.committed < log_start:
+                answers[request] = BehindRetention(log_start)
+            elif request.committed < end:
+                wanted[key].add(request.committed)
+    firsts = _first_records(source, wanted, bounds)
+    # Caught up: nothing readable at or after the committed offset. Such a group resumes right
+    # after the copy of the last record before it (a copy of a later record, produced since, is
+    # not skipped).
+    caught_up = {
+        key
+        for key, partition_requests in by_partition.items()
+        for request in partition_requests
+        if key in bounds and request not in answers and (key, request.committed) not in firsts
+    }
+    lasts = _last_records(source, caught_up, bounds)
+    located: dict[Request, Message | None] = {}
+    targets: dict[Key, dict[int, Message]] = defaultdict(dict)
+    for key, partition_requests in by_partition.items():
+        for request in partition_requests:
+            if key not in bounds or request in answers:
+                continue
+            # Not `or`: a Message's truth is its value's length, and a tombstone is falsy.
+            record = firsts.get((key, request.committed))
+            if record is None:
+                record = lasts.get(key)
+            located[request] = record
+            if record is not None:
+                targets[(request.destination_topic, request.partition)][record.offset()] = record
+    copies = _find_copies(destination, targets, source_cluster_id)
+    empty_starts = _log_starts(
+        destination, {(r.destination_topic, r.partition) for r, m in located.items() if m is None}
+    )
+    for request, record in located.items():
+        destination_key = (request.destination_topic, request.partition)
+        if record is None:
+            # Not one readable record in the source partition below its end: the group reads
+            # whatever the destination holds, once the destination partition exists.
+            start = empty_starts.get(destination_key)
+            answers[request] = (
+                Waiting(request.committed) if start is None else Translated(start, exact=False)
+            )
+            continue
+        copy = copies.get((destination_key, record.offset()))
+        answers[request] = _answer(request, record, copy)
+    return answers
+
+
+def _answer(request: Request, record: Message, copy: _Copy | None) -> Translation:
+    if copy is None:
+        return Waiting(record.offset())
+    if copy.origin_offset is None:
+        return Translated(copy.offset, exact=False)
+    # The last record before a caught-up offset: the group has read it, so resume after its
+    # copy; or at the copy of a later record when the copy found is of one.
+    if record.offset() < request.committed and copy.origin_offset == record.offset():
+        return Translated(copy.offset + 1, exact=True)
+    return Translated(copy.offset, exact=True)
+
+
+class _FirstAtOrAfter:
+    """The first readable record at or after each of a partition's offsets."""
+
+    def __init__(
+        self, key: Key, offsets: Iterable[int], found: dict[tuple[Key, int], Message]
+    ) -> None:
+        self._key = key
+        self._pending = deque(sorted(offsets))
+        self._found = found
+
+    @property
+    def start(self) -> int:
+        return self._pending[0]
+
+    def take(self, message: Message) -> int | None:
+        offset = message.offset()
+        if offset < self._pending[0]:
+            return KEEP  # fetched before a seek
+        while self._pending and self._pending[0] <= offset:
+            self._found[(self._key, self._pending.popleft())] = message
+        if not self._pending:
+            return STOP
+        if self._pending[0] - offset > _GAP:
+            return self._pending[0]
+        return KEEP
+
+    def end(self) -> None:
+        """The offsets still pending have no readable record at or after them."""
+
+
+def _first_records(
+    source: ClusterReader, wanted: Mapping[Key, set[int]], bounds: Mapping[Key, tuple[int, int]]
+) -> dict[tuple[Key, int], Message]:
+    found: dict[tuple[Key, int], Message] = {}
+    cursors = {key: _FirstAtOrAfter(key, offsets, found) for key, offsets in wanted.items()}
+    source.scan({key: (cursor.start, bounds[key][1]) for key, cursor in cursors.items()}, cursors)
+    return found
+
+
+class _Last:
+    """The last readable record of a range."""
+
+    def __init__(self) -> None:
+        self.record: Message | None = None
+
+    def take(self, message: Message) -> int | None:
+        self.record = message
+        return KEEP
+
+    def end(self) -> None:
+        pass
+
+
+def _last_records(
+    source: ClusterReader, keys: Collection[Key], bounds: Mapping[Key, tuple[int, int]]
+) -> dict[Key, Message | None]:
+    """The last readable record of each partition below its end; None when there is none."""
+    found: dict[Key, Message | None] = {}
+    stops = {key: bounds[key][1] for key in keys}
+    while stops:
+        ranges = {
+            key: (max(bounds[key][0], stop - _LOOK_BACK), stop) for key, stop in stops.items()
+        }
+        cursors = {key: _Last() for key in ranges}
+        source.scan(ranges, cursors)
+        stops = {}
+        for key, cursor in cursors.items():
+            start = ranges[key][0]
+            if cursor.record is not None or start <= bounds[key][0]:
+                found[key] = cursor.record
+            else:
+                stops[key] = start  # only markers or aborted records there: look further back
+    return found
+
+
+class _CopyOf:
+    """The first copy at or after each of a source partition's records, by provenance."""
+
+    def __init__(
+        self,
+        key: Key,
+        records: Iterable[Message],
+        source_cluster_id: str,
+        destination: ClusterReader,
+        found: dict[tuple[Key, int], _Copy],
+    ) -> None:
+        self._key = key
+        self._pending = deque(sorted(records, key=Message.offset))
+        self._cluster = source_cluster_id
+        self._destination = destination
+        self._found = found
+        self._floor = 0
+        self.header_off = False
+
+    @property
+    def first(self) -> Message:
+        return self._pending[0]
+
+    def take(self, message: Message) -> int | None:
+        if message.offset() < self._floor:
+            return KEEP  # fetched before a seek
+        origin = find_provenance(message.headers())
+        if origin is None:
+            # Header off: the timestamp's answer stands for every record (_timestamp_answers).
+            self.header_off = True
+            return STOP
+        # A copy from another flow (aggregation) or partition is not this group's record.
+        if origin.source_cluster_id != self._cluster or origin.partition != self._key[1]:
+            return KEEP
+        while self._pending and self._pending[0].offset() <= origin.offset:
+            found = _Copy(message.offset(), origin.offset)
+            self._found[(self._key, self._pending.popleft().offset())] = found
+        if not self._pending:
+            return STOP
+        if self._pending[0].offset() - origin.offset <= _GAP:
+            return KEEP
+        # Far ahead: jump to where its timestamp says the copy can start at the earliest.
+        hint = self._destination.offsets_for_times({self._key: self._pending[0].timestamp()[1]})
+        start = hint[self._key]
+        if start < 0:
+            return STOP  # no copy that late yet: it and every later one wait
+        if start <= message.offset():
+            return KEEP
+        self._floor = start
+        return start
+
+    def end(self) -> None:
+        """The records still pending have no copy yet."""
+
+    def pending(self) -> list[Message]:
+        return list(self._pending)
+
+
+def _find_copies(
+    destination: ClusterReader, targets: Mapping[Key, Mapping[int, Message]], source_cluster_id: str
+) -> dict[tuple[Key, int], _Copy]:
+    """The copy of each record (by destination partition and source offset); a record whose copy
+    is not committed yet is left out."""
+    found: dict[tuple[Key, int], _Copy] = {}
+    bounds = destination.bounds(targets)
+    cursors = {
+        key: _CopyOf(key, records.values(), source_cluster_id, destination, found)
+        for key, records in targets.items()
+        if key in bounds  # a destination partition not created yet: everything waits
+    }
+    starts = destination.offsets_for_times(
+        {key: cursor.first.timestamp()[1] for key, cursor in cursors.items()}
+    )
+    # -1: no destination record that late: the first record's copy, and every later one, waits.
+    ranges = {key: (start, bounds[key][1]) for key, start in starts.items() if start >= 0}
+    destination.scan(ranges, {key: cursors[key] for key in ranges})
+    header_off = {key: cursors[key].pending() for key in ranges if cursors[key].header_off}
+    found.update(_timestamp_answers(destination, header_off))
+    return found
+
+
+def _timestamp_answers(
+    destination: ClusterReader, records: Mapping[Key, list[Message]]
+) -> dict[tuple[Key, int], _Copy]:
+    """Without the header: the first destination record with each record's timestamp or a later
+    one. One request per round, the n-th record of every partition in round n."""
+    answers: dict[tuple[Key, int], _Copy] = {}
+    queues = {key: deque(pending) for key, pending in records.items() if pending}
+    while queues:
+        round_records = {key: queue.popleft() for key, queue in queues.items()}
+        offsets = destination.offsets_for_times(
+            {key: record.timestamp()[1] for key, record in round_records.items()}
         )
+        for key, record in round_records.items():
+            if offsets[key] >= 0:
+                answers[(key, record.offset())] = _Copy(offsets[key], None)
+        queues = {key: queue for key, queue in queues.items() if queue}
+    return answers
 
-    def close(self) -> None:
-        self._consumer.close()
 
-    def bounds(self, topic: str, partition: int) -> tuple[int, int]:
-        """Log start and last stable offset."""
-        return self._consumer.get_watermark_offsets(
-            TopicPartition(topic, partition), timeout=_TIMEOUT_S, cached=False
-        )
-
-    def offset_for_time(self, topic: str, partition: int, timestamp_ms: int) -> int:
-        """The first offset whose timestamp is at or after ``timestamp_ms``; -1 if none."""
-        [found] = self._consumer.offsets_for_times(
-            [TopicPartition(topic, partition, timestamp_ms)], timeout=_TIMEOUT_S
-        )
-        if found.error:
-            raise KafkaException(found.error)
-        return found.offset
-
-    def records(self, topic: str, partition: int, start: int, end: int) -> Iterator[Message]:
-        """The readable records from ``start`` up to ``end`` (exclusive)."""
-        if start >= end:
-            return
-        self._consumer.assign([TopicPartition(topic, partition, start)])
-        try:
-            while True:
-                for message in self._consumer.consume(_BATCH, timeout=0.2):
-                    if message.error():
-                        raise KafkaException(message.error())
-                    if message.offset() >= end:
-                        return
-                    yield message
-                position = self._consumer.position([TopicPartition(topic, partition)])[0].offset
-                if position >= end:
-                    return
-        finally:
-            self._consumer.unassign()
+def _log_starts(destination: ClusterReader, keys: Collection[Key]) -> dict[Key, int]:
+    return {key: low for key, (low, _end) in destination.bounds(keys).items()}
 
 
 def translate(
-    source: PartitionReader,
-    destination: PartitionReader,
+    source: ClusterReader,
+    destination: ClusterReader,
     *,
     source_topic: str,
     destination_topic: str,
     partition: int,
     committed: int,
     source_cluster_id: str,
-) -> Translation:
-    """Where on the destination a group that committed ``committed`` on the source resumes."""
-    log_start, end = source.bounds(source_topic, partition)
-    if committed < log_start:
-        return BehindRetention(log_start)
-    next_record = _first(source.records(source_topic, partition, committed, end))
-    if next_record is not None:
-        found = _copy_at_or_after(
-            destination, destination_topic, partition, next_record, source_cluster_id
-        )
-        return found if isinstance(found, Waiting) else found[0]
-    # Caught up: nothing readable at or after the committed offset. Resume right after the copy
-    # of the last record before it (a copy of a later record, produced since, is not skipped).
-    last = _last_before(source, source_topic, partition, log_start, min(committed, end))
-    if last is None:
-        low, _high = destination.bounds(destination_topic, partition)
-        return Translated(low, exact=False)
-    found = _copy_at_or_after(destination, destination_topic, partition, last, source_cluster_id)
-    if isinstance(found, Waiting):
-        return found
-    translated, origin_offset = found
-    # The copy found is of `last` itself (resume after it) or of a later record (resume at it).
-    if origin_offset == last.offset():
-        return Translated(translated.destination_offset + 1, exact=True)
-    return translated
-
-
-def _copy_at_or_after(
-    destination: PartitionReader,
-    topic: str,
-    partition: int,
-    record: Message,
-    source_cluster_id: str,
-) -> tuple[Translated, int | None] | Waiting:
-    """The destination offset of the first copy of a source record at or after ``record``, and
-    the source offset that copy names (None when the header is off)."""
-    target = record.offset()
-    start = destination.offset_for_time(topic, partition, record.timestamp()[1])
-    if start < 0:
-        return Waiting(target)
-    _low, end = destination.bounds(topic, partition)
-    for copy in destination.records(topic, partition, start, end):
-        origin = _origin(copy)
-        if origin is None:
-            # Header off: the timestamp's answer, which may re-read but never skips.
-            return Translated(start, exact=False), None
-        # A copy from another flow (aggregation) or partition is not this group's record.
-        if origin[:2] == (source_cluster_id, partition) and origin[2] >= target:
-            return Translated(copy.offset(), exact=True), origin[2]
-    return Waiting(target)
-
-
-def _last_before(
-    source: PartitionReader, topic: str, partition: int, log_start: int, offset: int
-) -> Message | None:
-    """The last readable record below ``offset``, or None when there is none."""
-    stop = offset
-    while stop > log_start:
-        start = max(log_start, stop - _LOOK_BACK)
-        last = None
-        for last in source.records(topic, partition, start, stop):  # noqa: B007
-            pass
-        if last is not None:
-            return last
-        stop = start
-    return None
-
-
-def _first(messages: Iterator[Message]) -> Message | None:
-    for message in messages:
-        return message
-    return None
-
-
-def _origin(message: Message) -> tuple[str, int, int] | None:
-    origin = find_provenance(message.headers())
-    if origin is None:
-        return None
-    return origin.source_cluster_id, origin.partition, origin.offset
+) -> Translation | None:
+    """One request; None when the source partition does not exist."""
+    request = Request(source_topic, destination_topic, partition, committed)
+    return translate_all(source, destination, [request], source_cluster_id).get(request)
 
 
 __all__ = [
     "BehindRetention",
-    "PartitionReader",
+    "Request",
     "Translated",
     "Translation",
     "Waiting",
     "translate",
+    "translate_all",
 ]

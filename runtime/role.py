@@ -53,6 +53,10 @@ def run_role(
         server = serve_http(settings.metrics_port, registry=registry, health=health)
         with GracefulShutdown() as shutdown:
             work(settings, health, shutdown, Heartbeat(health, LOOP_SILENCE_S))
+    except ConfigError as exc:
+        # A combination only this role needs (checked by its work before it starts).
+        print(f"exactly {role}: configuration error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
     except (*fatal, KafkaException, ExactlyError) as exc:
         log.error(f"{role} stopped by a fatal error", error=str(exc))
         return EXIT_FATAL

@@ -240,6 +240,15 @@ class Settings(BaseSettings):
         alias="OFFSETSYNC_GROUPS_EXCLUDE",
         description="Consumer groups never synced; wins over the include list.",
     )
+    sync_interval_ms: int = Field(
+        5000,
+        ge=100,
+        le=3_600_000,
+        alias="OFFSETSYNC_INTERVAL_MS",
+        description="How often offset sync reads the source groups' offsets and commits their "
+        "translations on the target; a source commit reaches the target about one interval "
+        "later.",
+    )
     state_dir: Annotated[Path, BeforeValidator(_non_empty)] = Field(
         Path("state"), alias="STATE_DIR", description="Where the deduplicator keeps RocksDB."
     )

@@ -16,6 +16,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from exactly.demo.failover import FailoverResult
 from exactly.demo.verdict import Verdict
 
 _PLAIN_EVERY_S = 5.0
@@ -101,6 +102,27 @@ class DemoView:
         self.console.print(Text(aborted, style="green" if copied == 0 else "red"), soft_wrap=True)
         style = "bold green" if verdict.clean else "bold red"
         self.console.print(Text(verdict.headline(), style=style), soft_wrap=True)
+
+    def show_failover(self, result: FailoverResult | None, group: str, topic: str) -> None:
+        """The failover's headline, under the verdict's: the run is clean only when both are."""
+        if result is None:
+            text, style = (
+                f"FAILOVER NOT RUN: {group} was not moved, the destination had not caught up",
+                "bold red",
+            )
+        elif result.exact:
+            text, style = (
+                f"FAILOVER EXACT: {group} resumed on the target at the next record in "
+                f"{result.partitions} partitions of {topic}, 0 read again, 0 skipped",
+                "bold green",
+            )
+        else:
+            text, style = (
+                f"FAILOVER NOT EXACT: {group} read {result.read} records of {topic} on the "
+                f"target, {result.re_read} read again, {result.skipped} skipped",
+                "bold red",
+            )
+        self.console.print(Text(text, style=style), soft_wrap=True)
 
     # -- rendering --------------------------------------------------------------------------------
 

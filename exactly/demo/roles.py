@@ -1,5 +1,6 @@
-"""Stage 1 and stage 2 as child processes, the way an operator runs them: `python -m replicator`
-and `python -m deduplicator`, configured by the environment only.
+"""Stage 1, stage 2 and the offset sync as child processes, the way an operator runs them:
+`python -m replicator`, `python -m deduplicator` and `python -m offsetsync`, configured by the
+environment only.
 
 Each role runs in a session of its own, so Ctrl-C in the terminal reaches the demo alone and the
 demo stops the roles itself, in order; and with a parent-death signal, so that not even a demo
@@ -24,6 +25,7 @@ from pathlib import Path
 
 REPLICATOR = "replicator"
 DEDUPLICATOR = "deduplicator"
+OFFSETSYNC = "offsetsync"
 _PR_SET_PDEATHSIG = 1
 _KILL_WAIT_S = 10.0
 # Metrics ports below both localkafka's broker ports (20000-32000) and the ephemeral range

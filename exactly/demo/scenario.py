@@ -1,10 +1,16 @@
 """The demo's timeline, and the clean-up that leaves no process behind.
 
-    fresh clusters -> sample topics -> traffic on -> both roles on
+    fresh clusters -> sample topics -> traffic on -> replicator, deduplicator, offsetsync on
     -> SIGKILL the replicator, restart it (at 35 % of the traffic time)
     -> SIGKILL the deduplicator, restart it (at 65 %)
     -> traffic off -> wait for the destination to catch up (bounded)
-    -> SIGTERM both roles (they drain) -> the verdict
+    -> the failover: consumer group demo-app processes about half of demo.orders on the source
+       and stops, offsetsync moves it to the target (bounded wait), it resumes there and what
+       it reads is checked record by record against what it had not processed
+    -> SIGTERM the three roles (they drain) -> the verdict
+
+The run is clean only when both are: the destination holds every committed source record
+exactly once, and the group resumed on the target with nothing read again and nothing skipped.
 
 cleanup() runs whatever happened (a verdict, an error, Ctrl-C): traffic stopped, roles stopped
 (SIGTERM, then SIGKILL), both clusters stopped. It never raises; what it could not do, it says.
@@ -21,6 +27,13 @@ from pathlib import Path
 from exactly.demo.clusters import SOURCE_NAME, TARGET_NAME, DemoClusters, DemoLock
 from exactly.demo.destination import DestinationWatch
 from exactly.demo.errors import DemoError
+from exactly.demo.failover import (
+    FailoverResult,
+    GroupNotMovedError,
+    await_moved,
+    resume_and_compare,
+    stop_halfway,
+)
 from exactly.demo.metrics import (
     DEDUPLICATOR_DEAD_LETTERS,
     DEDUPLICATOR_DUPLICATES,
@@ -32,6 +45,7 @@ from exactly.demo.metrics import (
 from exactly.demo.progress import DemoView, RoleStatus, Snapshot
 from exactly.demo.roles import (
     DEDUPLICATOR,
+    OFFSETSYNC,
     REPLICATOR,
     RoleProcess,
     free_metrics_ports,
@@ -54,6 +68,10 @@ _WATCH_BUDGET_S = 0.2
 _ROLE_STOP_TIMEOUT_S = 30.0
 _CLEANUP_ROLE_STOP_TIMEOUT_S = 10.0
 _READ_TIMEOUT_S = 60.0
+FAILOVER_GROUP = "demo-app"
+FAILOVER_TOPIC = TOPICS[0].name  # demo.orders, 6 partitions
+_OFFSETSYNC_INTERVAL_MS = 1000
+_MOVE_TIMEOUT_S = 30.0  # many sync cycles
 # Few lanes: the demo moves a few hundred records a second on a laptop, and every staging
 # partition is a changelog partition and a consumer fetch more for two small brokers.
 _STAGING_PARTITIONS = 4
@@ -64,6 +82,18 @@ class DemoOptions:
     duration_s: float = 45.0  # of sample traffic; the whole demo takes about 30 s more
     records_per_second: float = 250.0
     catch_up_timeout_s: float = 90.0
+
+
+@dataclass(frozen=True, slots=True)
+class DemoOutcome:
+    """Clean only when both are: the record-by-record verdict and the consumer-group failover."""
+
+    verdict: Verdict
+    failover: FailoverResult | None  # None: not run (the destination did not catch up)
+
+    @property
+    def clean(self) -> bool:
+        return self.verdict.clean and self.failover is not None and self.failover.exact
 
 
 class DemoRun:
@@ -91,7 +121,7 @@ class DemoRun:
 
     # -- the timeline -----------------------------------------------------------------------------
 
-    def run(self) -> Verdict:
+    def run(self) -> DemoOutcome:
         self._lock.acquire()
         self._start_clusters()
         self._prepare_run_dir()
@@ -105,10 +135,13 @@ class DemoRun:
         self.view.start_live(self._snapshot())
         self._traffic_phase()
         self._stop_traffic()
-        self._catch_up()
+        caught_up = self._catch_up()
         self.view.stop_live(self._snapshot())
+        failover = self._fail_over() if caught_up else None
         self._stop_roles()
-        return self._verdict()
+        verdict = self._verdict()
+        self.view.show_failover(failover, FAILOVER_GROUP, FAILOVER_TOPIC)
+        return DemoOutcome(verdict, failover)
 
     def _start_clusters(self) -> None:
         self.view.say(
@@ -149,11 +182,13 @@ class DemoRun:
         )
 
     def _start_roles(self) -> None:
-        ports = free_metrics_ports(2)
-        for role, port in zip((REPLICATOR, DEDUPLICATOR), ports, strict=True):
-            process = RoleProcess(
-                role, role_environment(self._role_settings(port)), self.run_dir, port
-            )
+        roles = (REPLICATOR, DEDUPLICATOR, OFFSETSYNC)
+        for role, port in zip(roles, free_metrics_ports(len(roles)), strict=True):
+            settings = self._role_settings(port)
+            if role == OFFSETSYNC:
+                settings["OFFSETSYNC_GROUPS_INCLUDE"] = FAILOVER_GROUP
+                settings["OFFSETSYNC_INTERVAL_MS"] = str(_OFFSETSYNC_INTERVAL_MS)
+            process = RoleProcess(role, role_environment(settings), self.run_dir, port)
             self._roles[role] = process
             pid = process.start()
             self.view.say(
@@ -199,7 +234,8 @@ class DemoRun:
             f"{counts.transactions} transactions, {counts.aborted} records in aborted ones"
         )
 
-    def _catch_up(self) -> None:
+    def _catch_up(self) -> bool:
+        """Whether the destination caught up in time."""
         self._phase = "waiting for the destination to catch up"
         committed = self._traffic_counts().committed
         started = time.monotonic()
@@ -218,16 +254,44 @@ class DemoRun:
                     "what is missing",
                     style="bold red",
                 )
-                return
+                return False
         self.view.say(
             f"destination caught up: {arrived} records readable, "
             f"{time.monotonic() - started:.1f} s after the traffic stopped"
         )
+        return True
+
+    def _fail_over(self) -> FailoverResult:
+        """demo-app stops on the source, offsetsync moves it, it resumes on the target."""
+        self._phase = f"moving {FAILOVER_GROUP} to the target"
+        group, topic = FAILOVER_GROUP, FAILOVER_TOPIC
+        stopped = stop_halfway(self._clusters.source.bootstrap_servers, group, topic)
+        self.view.say(
+            f"{group} processed {stopped.processed} of {stopped.total} records of {topic} on "
+            "the source and stopped"
+        )
+        try:
+            moved_s = await_moved(
+                self._clusters.target.bootstrap_servers,
+                stopped,
+                _MOVE_TIMEOUT_S,
+                check=self._check_roles,
+            )
+        except GroupNotMovedError as exc:
+            raise DemoError(f"{exc}\n{self._roles[OFFSETSYNC].log_tail()}") from exc
+        self.view.say(f"offsetsync moved {group} to the target in {moved_s:.1f} s")
+        result = resume_and_compare(self._clusters.target.bootstrap_servers, stopped)
+        self.view.say(
+            f"{group} resumed on the target: read {result.read} records, {result.re_read} read "
+            f"again, {result.skipped} skipped",
+            style=None if result.exact else "bold red",
+        )
+        return result
 
     def _stop_roles(self) -> None:
         self._phase = "stopping the roles"
-        self.view.say("stopping both roles with SIGTERM (each drains and exits 0)")
-        for role in (REPLICATOR, DEDUPLICATOR):
+        self.view.say("stopping the three roles with SIGTERM (each drains and exits 0)")
+        for role in self._roles:
             status = self._roles[role].terminate(_ROLE_STOP_TIMEOUT_S)
             if status == 0:
                 self.view.say(f"{role} stopped cleanly (exit status 0)")
@@ -281,8 +345,11 @@ class DemoRun:
 
     def _scrape_roles(self) -> None:
         for role, process in self._roles.items():
+            counters = self._counters.get(role)
+            if counters is None:  # offsetsync: what it did shows in the failover's lines
+                continue
             samples = scrape(process.metrics_port) if process.is_running() else None
-            self._counters[role].observe(process.starts, samples)
+            counters.observe(process.starts, samples)
 
     def _traffic_counts(self) -> TrafficCounts:
         return self._traffic.counts if self._traffic is not None else TrafficCounts(0, 0, 0)

@@ -1,5 +1,6 @@
-"""`exactly demo` as a user runs it: the verdict, the crashes, and nothing left running afterwards
-(also after Ctrl-C); and the verdict's comparison on hand-made records, so it can fail."""
+"""`exactly demo` as a user runs it: the verdict, the crashes, the consumer-group failover, and
+nothing left running afterwards (also after Ctrl-C); and the verdict's and the failover's
+comparisons on hand-made records, so they can fail."""
 
 from __future__ import annotations
 
@@ -13,12 +14,19 @@ from pathlib import Path
 import pytest
 
 from envelope import HEADER_PROVENANCE, encode_provenance
+from exactly.demo.failover import ConsumedRecord, StoppedGroup, compare_resumed
 from exactly.demo.verdict import Reading, Record, compare_partition, judge
 from tests.commands import exactly_command, run_exactly
 
 CLUSTER_ID = "demo-cluster-id"
 VERDICT_LINE = re.compile(
     r"^EXACTLY ONCE: (\d+) records in 12 partitions, 0 missing, 0 duplicated, 0 changed$", re.M
+)
+PROCESSED_LINE = re.compile(
+    r"demo-app processed (\d+) of (\d+) records of demo\.orders on the source and stopped"
+)
+RESUMED_LINE = re.compile(
+    r"demo-app resumed on the target: read (\d+) records, 0 read again, 0 skipped"
 )
 
 
@@ -63,6 +71,16 @@ def test_demo_survives_both_crashes_and_ends_with_a_clean_verdict(tmp_path):
     assert re.search(r"aborted transactions: [1-9]\d* records on the source, none in the", output)
     assert "replicator stopped cleanly (exit status 0)" in output
     assert "deduplicator stopped cleanly (exit status 0)" in output
+    # The failover: half of demo.orders processed on the source, the rest read on the target.
+    processed, resumed = PROCESSED_LINE.search(output), RESUMED_LINE.search(output)
+    assert processed, output
+    assert resumed, output
+    stopped_at, total = int(processed.group(1)), int(processed.group(2))
+    assert 0 < stopped_at < total
+    assert int(resumed.group(1)) == total - stopped_at
+    assert re.search(r"offsetsync moved demo-app to the target in \d+\.\d s", output), output
+    assert re.search(r"^FAILOVER EXACT: demo-app resumed on the target", output, re.M), output
+    assert "offsetsync stopped cleanly (exit status 0)" in output
     assert "nothing left running" in output
     assert "Traceback" not in output
     assert _survivors(tmp_path) == []
@@ -195,3 +213,38 @@ def test_a_partition_not_read_to_its_end_and_a_wrong_cluster_fail_the_verdict():
     assert foreign.total("changed") == 2
     assert foreign.total("missing") == 2
     assert not foreign.clean
+
+
+# --- the failover's comparison ------------------------------------------------------------------
+
+
+def _stopped(committed: int) -> StoppedGroup:
+    return StoppedGroup("g", "t", {0: [_source(offset) for offset in range(6)]}, {0: committed})
+
+
+def _consumed(record: Record, offset: int) -> ConsumedRecord:
+    copy = _copy(record, offset)
+    return ConsumedRecord(
+        0, offset, copy.key, copy.value, copy.headers, (copy.timestamp_type, copy.timestamp)
+    )
+
+
+def test_a_group_resumed_at_the_next_record_is_exact():
+    stopped = _stopped(committed=3)
+    resumed = {0: [_consumed(_source(offset), offset) for offset in (3, 4, 5)]}
+    result = compare_resumed(stopped, resumed)
+    assert (result.processed, result.read, result.re_read, result.skipped) == (3, 3, 0, 0)
+    assert result.exact
+
+
+def test_a_group_resumed_too_early_or_too_late_is_not_exact():
+    stopped = _stopped(committed=3)
+    early = compare_resumed(stopped, {0: [_consumed(_source(o), o) for o in range(2, 6)]})
+    assert (early.read, early.re_read, early.skipped, early.exact) == (4, 1, 0, False)
+    late = compare_resumed(stopped, {0: [_consumed(_source(o), o) for o in (5,)]})
+    assert (late.read, late.re_read, late.skipped, late.exact) == (1, 0, 2, False)
+    changed = Record(4, b"k4", b"other", (("h", b"1"),), 0, _source(4).timestamp)
+    altered = compare_resumed(
+        stopped, {0: [_consumed(_source(3), 3), _consumed(changed, 4), _consumed(_source(5), 5)]}
+    )
+    assert (altered.re_read, altered.skipped, altered.exact) == (0, 1, False)

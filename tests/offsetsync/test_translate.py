@@ -10,7 +10,15 @@ import pytest
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from offsetsync.translate import BehindRetention, PartitionReader, Translated, Waiting, translate
+from offsetsync.reading import ClusterReader
+from offsetsync.translate import (
+    BehindRetention,
+    Request,
+    Translated,
+    Waiting,
+    translate,
+    translate_all,
+)
 from tests.kafka_helpers import create_topic, read_all
 from tests.validator.planting import PARTITIONS, copy_to_destination, create_source
 
@@ -40,8 +48,13 @@ def flow(source_cluster, target_cluster):
 
 @pytest.fixture(scope="module")
 def readers(source_cluster, target_cluster):
-    source = PartitionReader({"bootstrap.servers": source_cluster.bootstrap_servers})
-    destination = PartitionReader({"bootstrap.servers": target_cluster.bootstrap_servers})
+    source, destination = (
+        ClusterReader(config, AdminClient(config))
+        for config in (
+            {"bootstrap.servers": cluster.bootstrap_servers}
+            for cluster in (source_cluster, target_cluster)
+        )
+    )
     yield source, destination
     source.close()
     destination.close()
@@ -161,3 +174,79 @@ def test_a_group_behind_source_retention_is_not_translated(readers, source_clust
     # The records it would read next are gone from the source: no exact answer exists.
     answer = _translate(readers, source_cluster, topic, f"{topic}.copy", 2)
     assert answer == BehindRetention(5)
+
+
+@pytest.mark.parametrize("gap", [500, 3])
+def test_a_whole_cycle_at_once_gives_each_offset_its_own_answer(
+    flow, readers, source_cluster, target_cluster, monkeypatch, gap
+):
+    """Every committed offset of every partition in one call, as a sync cycle asks: each
+    answer resumes exactly. A gap of 3, with one record per poll, makes the readers seek over
+    every longer stretch instead of finding it in a batch already fetched."""
+    monkeypatch.setattr("offsetsync.translate._GAP", gap)
+    if gap < 500:
+        monkeypatch.setattr("offsetsync.reading._BATCH", 1)
+    topic, records, copies = flow
+    requests = [
+        Request(topic, copies["header"], partition, committed)
+        for partition in range(PARTITIONS)
+        for committed in range(0, 44, 1 + partition % 4)
+    ]
+    answers = translate_all(*readers, requests, source_cluster.cluster_id)
+    assert answers.keys() == set(requests)
+    copied = read_all(target_cluster.bootstrap_servers, copies["header"], PARTITIONS)
+    for request in requests:
+        answer = answers[request]
+        assert isinstance(answer, Translated), (request, answer)
+        assert answer.exact
+        unread = [
+            r.value
+            for r in records
+            if r.partition == request.partition and r.offset >= request.committed
+        ]
+        resumed = [
+            r.value
+            for r in copied
+            if r.partition == request.partition and r.offset >= answer.destination_offset
+        ]
+        assert resumed == unread, request
+
+
+def test_a_compacted_away_offset_resumes_at_the_next_surviving_record(
+    readers, source_cluster, target_cluster
+):
+    topic = f"offsetsync.compacted.{uuid.uuid4().hex[:8]}"
+    create_topic(
+        source_cluster.bootstrap_servers,
+        topic,
+        1,
+        {"cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.01"},
+    )
+    producer = Producer({"bootstrap.servers": source_cluster.bootstrap_servers})
+    for key, value in ((b"a", b"a1"), (b"b", b"b1"), (b"a", b"a2"), (b"b", b"b2"), (b"c", b"c1")):
+        producer.produce(topic, key=key, value=value, partition=0)
+    assert producer.flush(30) == 0
+    # Copied before the cleaner ran, as replication usually is.
+    before = read_all(source_cluster.bootstrap_servers, topic, 1)
+    time.sleep(0.2)
+    # A record after segment.ms rolls the segment: offsets 0 and 1 become compactable.
+    producer.produce(topic, key=b"d", value=b"d1", partition=0)
+    assert producer.flush(30) == 0
+    deadline = time.monotonic() + 60
+    while {r.offset for r in read_all(source_cluster.bootstrap_servers, topic, 1)} != {2, 3, 4, 5}:
+        assert time.monotonic() < deadline, "the log cleaner did not compact offsets 0 and 1"
+        time.sleep(0.5)
+    last = [r for r in read_all(source_cluster.bootstrap_servers, topic, 1) if r.offset == 5]
+    copy = f"{topic}.copy"
+    copy_to_destination(
+        target_cluster.bootstrap_servers,
+        copy,
+        before + last,
+        source_cluster_id=source_cluster.cluster_id,
+        faults=False,
+        partitions=1,
+    )
+    # Committed 1: the group processed a1; b1 is compacted away on the source (b2 replaced it),
+    # so the next record a source consumer would read is a2, at offset 2, copied at 2.
+    answer = _translate(readers, source_cluster, topic, copy, 1)
+    assert answer == Translated(2, exact=True)

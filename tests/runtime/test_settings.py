@@ -398,6 +398,7 @@ def test_render_config_lists_every_variable_with_defaults_marked():
         "METRICS_PORT=9500\n"
         "OFFSETSYNC_GROUPS_EXCLUDE=  # default\n"
         "OFFSETSYNC_GROUPS_INCLUDE=  # default\n"
+        "OFFSETSYNC_INTERVAL_MS=5000  # default\n"
         "REPLICATION_COMMIT_INTERVAL_MS=100  # default\n"
         "REPLICATION_COMMIT_MAX_BYTES=16777216  # default\n"
         "REPLICATION_COMMIT_MAX_RECORDS=10000  # default\n"

@@ -1,0 +1,3 @@
+from offsetsync.app import main
+
+main()

@@ -1,0 +1,308 @@
+"""The sync cycle (DESIGN.md §5): every interval, each selected source group's committed offsets
+on replicated partitions are translated and committed to the group of the same name on the
+target, when that group has no members there, and only forward.
+
+Invariants a cycle keeps:
+- A group with members on the target is never moved: it is skipped (and checkpointed), and the
+  broker itself refuses an outside commit for a group that gains members meanwhile.
+- Offsets on the target never move backwards: a partition whose target offset is already at or
+  past the translation is left as it is.
+- Never beyond what stage 2 has committed: translations read the destination read_committed, so
+  a group ahead of replication waits and is never guessed.
+- A group or partition whose committed offset disappears from the source is forgotten, not
+  reset: its target offsets stay where they are.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict, defaultdict
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass
+
+from confluent_kafka import KafkaError, KafkaException
+
+from offsetsync.checkpoints import Checkpoint, CheckpointWriter
+from offsetsync.errors import OffsetSyncError
+from offsetsync.groups import GROUP_ACTIVE, ClusterGroups, is_idle
+from offsetsync.metrics import GROUP_STATES, OffsetSyncMetrics
+from offsetsync.reading import ClusterReader, Key
+from offsetsync.translate import (
+    BehindRetention,
+    Request,
+    Translated,
+    Translation,
+    Waiting,
+    translate_all,
+)
+from runtime import ErrorClass, Settings, classify, get_logger
+
+log = get_logger("offsetsync")
+
+# Translations of offsets seen before, kept across cycles: an idle group's offsets are
+# translated once, not every cycle. Bounded; an evicted one is translated again.
+_CACHE_SIZE = 100_000
+
+# (group, partition): a source partition or a destination partition, by context.
+GroupPartition = tuple[str, Key]
+
+
+@dataclass(frozen=True, slots=True)
+class _Seen:
+    offset: int
+    monotonic: float
+    wall_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Move:
+    request: Request
+    translated: Translated
+    seen: _Seen
+
+
+class OffsetSync:
+    def __init__(
+        self,
+        settings: Settings,
+        metrics: OffsetSyncMetrics,
+        *,
+        source: tuple[ClusterGroups, ClusterReader],
+        target: tuple[ClusterGroups, ClusterReader],
+        checkpoints: CheckpointWriter,
+        source_cluster_id: str,
+        serve_callbacks: Callable[[], None] = lambda: None,
+    ) -> None:
+        self._settings = settings
+        self._metrics = metrics
+        self._source_groups, self._source_reader = source
+        self._target_groups, self._destination_reader = target
+        self._checkpoints = checkpoints
+        self._cluster_id = source_cluster_id
+        self._serve_callbacks = serve_callbacks
+        self._seen: dict[GroupPartition, _Seen] = {}  # by source partition
+        self._committed: dict[GroupPartition, int] = {}  # by destination partition
+        self._checkpointed: dict[GroupPartition, int] = {}  # by destination partition
+        self._behind: set[GroupPartition] = set()  # warned about, by source partition
+        self._cache: OrderedDict[Request, Translated] = OrderedDict()
+
+    def run(
+        self,
+        stopping: Callable[[], bool],
+        wait: Callable[[float], object],
+        beat: Callable[[], None],
+    ) -> None:
+        interval_s = self._settings.sync_interval_ms / 1000
+        while not stopping():
+            started = time.monotonic()
+            try:
+                with self._metrics.cycle_seconds.time():
+                    self.cycle()
+            except KafkaException as exc:
+                error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+                if error is None or classify(error) is not ErrorClass.RETRIABLE:
+                    raise
+                self._cycle_failed(error.str())
+            except OffsetSyncError as exc:
+                self._cycle_failed(str(exc))
+            beat()
+            wait(max(0.0, interval_s - (time.monotonic() - started)))
+
+    def cycle(self) -> None:
+        """One pass over every selected group."""
+        self._serve_callbacks()
+        requests = self._source_offsets()
+        translations = self._translate(set(requests.values()))
+        states: dict[str, str] = {}
+        moves: dict[str, dict[Key, _Move]] = defaultdict(dict)
+        for (group, source_key), request in requests.items():
+            states.setdefault(group, "synced")
+            translation = translations.get(request)
+            if isinstance(translation, Translated):
+                destination_key = (request.destination_topic, request.partition)
+                if self._committed.get((group, destination_key)) != translation.destination_offset:
+                    seen = self._seen[(group, source_key)]
+                    moves[group][destination_key] = _Move(request, translation, seen)
+            elif translation is not None:
+                self._not_translatable(group, source_key, translation, states)
+        if moves:
+            self._apply(moves, states)
+        for state in GROUP_STATES:
+            self._metrics.groups.labels(state).set(sum(s == state for s in states.values()))
+
+    def _source_offsets(self) -> dict[GroupPartition, Request]:
+        """The committed offset of each selected group on each replicated partition."""
+        groups = [g for g in self._source_groups.states() if self._settings.syncs_group(g)]
+        now, now_ms = time.monotonic(), int(time.time() * 1000)
+        requests: dict[GroupPartition, Request] = {}
+        fetched = self._source_groups.committed(groups)
+        for group, offsets in fetched.items():
+            for (topic, partition), committed in offsets.items():
+                destination_topic = self._settings.destination_topic(topic)
+                if destination_topic is None:
+                    continue
+                key = (group, (topic, partition))
+                seen = self._seen.get(key)
+                if seen is None or seen.offset != committed:
+                    self._seen[key] = _Seen(committed, now, now_ms)
+                requests[key] = Request(topic, destination_topic, partition, committed)
+        self._forget_gone(requests, listed=set(groups), fetched=fetched.keys())
+        return requests
+
+    def _forget_gone(
+        self,
+        requests: dict[GroupPartition, Request],
+        *,
+        listed: Collection[str],
+        fetched: Collection[str],
+    ) -> None:
+        """A group deleted on the source, or its offsets deleted: stop syncing it and leave its
+        target offsets where they are (never reset them). A group still listed whose offset
+        fetch failed this cycle is kept as it was."""
+        for group, (topic, partition) in set(self._seen) - set(requests):
+            if group in listed and group not in fetched:
+                continue
+            del self._seen[(group, (topic, partition))]
+            self._behind.discard((group, (topic, partition)))
+            destination_topic = self._settings.destination_topic(topic)
+            if destination_topic is not None:
+                destination_key = (destination_topic, partition)
+                self._committed.pop((group, destination_key), None)
+                self._checkpointed.pop((group, destination_key), None)
+            log.info(
+                "no committed offset on the source any more: not synced, target offsets left "
+                "as they are",
+                group=group,
+                topic=topic,
+                partition=partition,
+            )
+
+    def _translate(self, requests: set[Request]) -> dict[Request, Translation]:
+        answers: dict[Request, Translation] = {}
+        unknown = []
+        for request in requests:
+            cached = self._cache.get(request)
+            if cached is None:
+                unknown.append(request)
+            else:
+                self._cache.move_to_end(request)
+                answers[request] = cached
+        fresh = translate_all(
+            self._source_reader, self._destination_reader, unknown, self._cluster_id
+        )
+        for request, translation in fresh.items():
+            # Only a translation is final; waiting and retention change with time.
+            if isinstance(translation, Translated):
+                self._cache[request] = translation
+        while len(self._cache) > _CACHE_SIZE:
+            self._cache.popitem(last=False)
+        answers.update(fresh)
+        return answers
+
+    def _not_translatable(
+        self, group: str, source_key: Key, translation: Translation, states: dict[str, str]
+    ) -> None:
+        if isinstance(translation, Waiting):
+            if states[group] == "synced":
+                states[group] = "waiting"
+        elif isinstance(translation, BehindRetention):
+            if states[group] != "active_on_target":
+                states[group] = "behind_retention"
+            if (group, source_key) not in self._behind:
+                self._behind.add((group, source_key))
+                log.warning(
+                    "committed offset below the source's log start: the records it would read "
+                    "next are gone from the source, so it is not translated",
+                    group=group,
+                    topic=source_key[0],
+                    partition=source_key[1],
+                    committed=self._seen[(group, source_key)].offset,
+                    log_start=translation.log_start,
+                )
+
+    def _apply(self, moves: dict[str, dict[Key, _Move]], states: dict[str, str]) -> None:
+        target_states = self._target_groups.states()
+        idle = [group for group in moves if is_idle(target_states.get(group))]
+        for group in moves.keys() - set(idle):
+            self._skip_active(group, moves[group].values(), states)
+        # A group absent from the target has no offsets there (and must not be asked: see
+        # ClusterGroups.committed).
+        current = self._target_groups.committed(g for g in idle if g in target_states)
+        commits: dict[str, dict[Key, int]] = {}
+        for group in idle:
+            for destination_key, move in moves[group].items():
+                offset = move.translated.destination_offset
+                there = current.get(group, {}).get(destination_key)
+                if there is not None and there >= offset:
+                    # Already there, or further (the group read on the target meanwhile, or an
+                    # operator moved it): never backwards.
+                    if there > offset:
+                        self._metrics.not_moved_back.inc()
+                    self._committed[(group, destination_key)] = offset
+                    continue
+                commits.setdefault(group, {})[destination_key] = offset
+        failures = []
+        moved = 0
+        for group, outcomes in self._target_groups.commit(commits).items():
+            committed = 0
+            for destination_key, error in outcomes.items():
+                move = moves[group][destination_key]
+                if error is None:
+                    committed += 1
+                    self._committed_one(group, destination_key, move)
+                elif error.code() in GROUP_ACTIVE:
+                    self._skip_active(group, [move], states)
+                else:
+                    failures.append(error)
+            if committed:
+                log.debug("offsets committed on the target", group=group, partitions=committed)
+            moved += committed
+        if moved:
+            log.info("offsets committed on the target", groups=len(commits), partitions=moved)
+        self._checkpoints.flush()
+        if failures:
+            raise KafkaException(failures[0])
+
+    def _committed_one(self, group: str, destination_key: Key, move: _Move) -> None:
+        self._committed[(group, destination_key)] = move.translated.destination_offset
+        self._metrics.offsets_committed.inc()
+        self._metrics.lag.observe(time.monotonic() - move.seen.monotonic)
+        self._checkpoint(group, move, committed=True)
+
+    def _skip_active(self, group: str, moves: Iterable[_Move], states: dict[str, str]) -> None:
+        """Members on the target: not moved; the translation goes to the checkpoint topic."""
+        states[group] = "active_on_target"
+        for move in moves:
+            destination_key = (move.request.destination_topic, move.request.partition)
+            if (
+                self._checkpointed.get((group, destination_key))
+                != move.translated.destination_offset
+            ):
+                self._checkpoint(group, move, committed=False)
+
+    def _checkpoint(self, group: str, move: _Move, *, committed: bool) -> None:
+        request, translated = move.request, move.translated
+        self._checkpointed[(group, (request.destination_topic, request.partition))] = (
+            translated.destination_offset
+        )
+        self._checkpoints.write(
+            Checkpoint(
+                group=group,
+                source_topic=request.source_topic,
+                topic=request.destination_topic,
+                partition=request.partition,
+                source_offset=request.committed,
+                offset=translated.destination_offset,
+                exact=translated.exact,
+                committed=committed,
+                seen_ms=move.seen.wall_ms,
+                written_ms=int(time.time() * 1000),
+            )
+        )
+        self._metrics.checkpoints.labels(str(committed).lower()).inc()
+
+    def _cycle_failed(self, reason: str) -> None:
+        self._metrics.cycle_failures.inc()
+        log.warning(
+            "sync cycle failed; nothing more committed, the next cycle retries", error=reason
+        )

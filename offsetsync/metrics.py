@@ -1,0 +1,95 @@
+"""Offset sync's Prometheus metrics, in a registry of its own (one per process)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+# Seconds from a source commit seen to its translation committed on the target: one cycle when
+# healthy (the interval, 5 s by default), more while replication catches up.
+_LAG_BUCKETS = (0.1, 0.25, 0.5, 1, 2, 3, 4, 5, 7.5, 10, 15, 30, 60, 120, 300)
+_CYCLE_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+
+GROUP_STATES = ("synced", "waiting", "active_on_target", "behind_retention")
+
+
+class OffsetSyncMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.groups = Gauge(
+            "exactly_offsetsync_groups",
+            "Selected source groups by state after the last cycle: synced (every translated "
+            "offset is on the target), waiting (a partition waits for replication), "
+            "active_on_target (members there: not moved, checkpointed), behind_retention (a "
+            "partition's committed offset is below the source's log start).",
+            ["state"],
+            registry=r,
+        )
+        self.offsets_committed = Counter(
+            "exactly_offsetsync_offsets_committed",
+            "Partition offsets moved forward on the target.",
+            registry=r,
+        )
+        self.lag = Histogram(
+            "exactly_offsetsync_lag_seconds",
+            "A source commit first seen to its translation committed on the target.",
+            buckets=_LAG_BUCKETS,
+            registry=r,
+        )
+        self.checkpoints = Counter(
+            "exactly_offsetsync_checkpoints",
+            "Checkpoint records written, by whether the offset was committed on the target.",
+            ["committed"],
+            registry=r,
+        )
+        self.checkpoint_failures = Counter(
+            "exactly_offsetsync_checkpoint_failures",
+            "Checkpoint records the target did not acknowledge.",
+            registry=r,
+        )
+        self.not_moved_back = Counter(
+            "exactly_offsetsync_not_moved_back",
+            "Partition offsets left as they are because the target's is already further.",
+            registry=r,
+        )
+        self.cycle_seconds = Histogram(
+            "exactly_offsetsync_cycle_seconds",
+            "Time of one sync cycle: list, translate, commit.",
+            buckets=_CYCLE_BUCKETS,
+            registry=r,
+        )
+        self.cycle_failures = Counter(
+            "exactly_offsetsync_cycle_failures",
+            "Cycles that ended in a retriable error (nothing committed; the next one retries).",
+            registry=r,
+        )
+        self.requests = Counter(
+            "exactly_offsetsync_requests",
+            "Requests sent to each cluster by this process's Kafka clients (librdkafka "
+            "statistics, every second).",
+            ["cluster"],
+            registry=r,
+        )
+        for state in GROUP_STATES:
+            self.groups.labels(state)
+        for cluster in ("source", "target"):
+            self.requests.labels(cluster)
+
+    def request_counter(self, cluster: str) -> Callable[[str], None]:
+        """A librdkafka ``stats_cb`` for one client: adds the requests it sent since its last
+        statistics (their ``tx`` totals are per client, since it started) to ``cluster``'s."""
+        counter = self.requests.labels(cluster)
+        sent = 0
+
+        def on_stats(stats_json: str) -> None:
+            nonlocal sent
+            brokers = json.loads(stats_json).get("brokers", {})
+            total = sum(broker.get("tx", 0) for broker in brokers.values())
+            if total > sent:
+                counter.inc(total - sent)
+                sent = total
+
+        return on_stats

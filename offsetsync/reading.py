@@ -1,0 +1,201 @@
+"""Reading a few records of many partitions of one cluster at once, read_committed: what offset
+translation needs from each side in one sync cycle.
+
+A sync cycle translates hundreds of committed offsets (50 groups x 12 partitions). Reading them
+one partition at a time costs a round trip each; here every partition of a cycle is assigned to
+one consumer and read together, each driven by a ``Cursor`` that decides, record by record,
+whether it has what it needs, wants to read on, or wants to jump ahead (a seek).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Collection, Mapping
+from typing import Protocol
+
+from confluent_kafka import (
+    Consumer,
+    IsolationLevel,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from offsetsync.errors import ReadTimeoutError
+
+# (topic, partition)
+Key = tuple[str, int]
+
+KEEP = None  # Cursor.take: read on
+STOP = -1  # Cursor.take: this partition has what it needs
+
+_TIMEOUT_S = 30.0
+_BATCH = 500
+# consume() waits for a full batch or this long: short, because a cycle's reads are small and
+# its partitions finish at different times.
+_POLL_S = 0.01
+
+
+class Cursor(Protocol):
+    def take(self, message: Message) -> int | None:
+        """KEEP, STOP, or the offset to seek to (always forward)."""
+
+    def end(self) -> None:
+        """The range ended before the cursor stopped."""
+
+
+class ClusterReader:
+    """Reads ranges of many partitions of one cluster, read_committed; it never commits."""
+
+    def __init__(
+        self,
+        client_config: Mapping[str, str],
+        admin: AdminClient,
+        *,
+        stats_cb: Callable[[str], None] | None = None,
+    ) -> None:
+        config: dict[str, object] = {
+            **client_config,
+            "group.id": "exactly-offsetsync-reader",  # assign() only, never commits
+            "enable.auto.commit": False,
+            # Never beyond what stage 2 has committed: aborted and open transactions are not
+            # there for this reader, so a translation never points into them.
+            "isolation.level": "read_committed",
+            # A position outside the log (retention moved meanwhile) is an error for this cycle
+            # to report, never a silent jump to either end.
+            "auto.offset.reset": "error",
+            # A range that ends in transaction markers returns no record; learn so at once.
+            "fetch.wait.max.ms": 10,
+        }
+        if stats_cb is not None:
+            config.update({"statistics.interval.ms": 1000, "stats_cb": stats_cb})
+        self._consumer = Consumer(config)
+        self._admin = admin
+        self._paused: list[TopicPartition] = []
+
+    def close(self) -> None:
+        self._consumer.close()
+
+    def serve_callbacks(self) -> None:
+        """Deliver queued statistics; between reads nothing else would, and they pile up."""
+        self._consumer.poll(0)
+
+    def bounds(self, keys: Collection[Key]) -> dict[Key, tuple[int, int]]:
+        """Log start and last stable offset of each partition; a partition that does not exist
+        (a topic not yet created on the destination) is left out."""
+        if not keys:
+            return {}
+        low = self._list_offsets(keys, OffsetSpec.earliest())
+        high = self._list_offsets(keys, OffsetSpec.latest())
+        return {key: (low[key], high[key]) for key in low.keys() & high.keys()}
+
+    def offsets_for_times(self, timestamps: Mapping[Key, int]) -> dict[Key, int]:
+        """The first offset of each partition whose timestamp is at or after the one given;
+        -1 where there is none."""
+        if not timestamps:
+            return {}
+        found = self._consumer.offsets_for_times(
+            [TopicPartition(t, p, ms) for (t, p), ms in timestamps.items()], timeout=_TIMEOUT_S
+        )
+        answers = {}
+        for tp in found:
+            if tp.error:
+                raise KafkaException(tp.error)
+            answers[(tp.topic, tp.partition)] = tp.offset
+        return answers
+
+    def scan(self, ranges: Mapping[Key, tuple[int, int]], cursors: Mapping[Key, Cursor]) -> None:
+        """Feed each partition's readable records from ``start`` towards ``end`` (exclusive) to
+        its cursor until it stops or the range ends (then ``Cursor.end``)."""
+        active = {}
+        for key, (start, end) in ranges.items():
+            if start < end:
+                active[key] = start
+            else:
+                cursors[key].end()
+        if not active:
+            return
+        ends = {key: ranges[key][1] for key in active}
+        self._consumer.assign([TopicPartition(t, p, offset) for (t, p), offset in active.items()])
+        deadline = time.monotonic() + _TIMEOUT_S
+        try:
+            while active:
+                for message in self._consumer.consume(_BATCH, timeout=_POLL_S):
+                    if message.error():
+                        raise KafkaException(message.error())
+                    key = (message.topic(), message.partition())
+                    if key in active:
+                        self._feed(key, message, cursors[key], ends[key], active)
+                self._finish_ended(active, ends, cursors)
+                if active and time.monotonic() > deadline:
+                    raise ReadTimeoutError(
+                        f"partitions not read to their end in {_TIMEOUT_S:.0f} s: "
+                        + ", ".join(f"{t}[{p}]" for t, p in sorted(active))
+                    )
+        finally:
+            # A pause outlives unassign(): resume, or the next scan of a partition reads nothing.
+            if self._paused:
+                self._consumer.resume(self._paused)
+                self._paused = []
+            self._consumer.unassign()
+
+    def _feed(
+        self, key: Key, message: Message, cursor: Cursor, end: int, active: dict[Key, int]
+    ) -> None:
+        if message.offset() >= end:
+            cursor.end()
+            self._done(key, active)
+            return
+        step = cursor.take(message)
+        if step is KEEP:
+            return
+        if step == STOP:
+            self._done(key, active)
+        elif step >= end:
+            cursor.end()
+            self._done(key, active)
+        else:
+            self._consumer.seek(TopicPartition(key[0], key[1], step))
+            active[key] = step
+
+    def _finish_ended(
+        self, active: dict[Key, int], ends: Mapping[Key, int], cursors: Mapping[Key, Cursor]
+    ) -> None:
+        """Partitions whose position reached the end without a record there: the rest of
+        their range is transaction markers or aborted records."""
+        if not active:
+            return
+        for tp in self._consumer.position([TopicPartition(t, p) for t, p in active]):
+            key = (tp.topic, tp.partition)
+            # Before its first record a partition's position may be invalid (negative).
+            if tp.offset >= ends[key]:
+                cursors[key].end()
+                self._done(key, active)
+
+    def _done(self, key: Key, active: dict[Key, int]) -> None:
+        del active[key]
+        # Stop fetching it; the others read on.
+        paused = TopicPartition(*key)
+        self._consumer.pause([paused])
+        self._paused.append(paused)
+
+    def _list_offsets(self, keys: Collection[Key], spec: OffsetSpec) -> dict[Key, int]:
+        futures = self._admin.list_offsets(
+            {TopicPartition(t, p): spec for t, p in keys},
+            isolation_level=IsolationLevel.READ_COMMITTED,
+            request_timeout=_TIMEOUT_S,
+        )
+        offsets = {}
+        for tp, future in futures.items():
+            try:
+                offsets[(tp.topic, tp.partition)] = future.result().offset
+            except KafkaException as exc:
+                if exc.args[0].code() not in _ABSENT:
+                    raise
+        return offsets
+
+
+# A partition or topic that is not there: its requests wait (destination) or are skipped.
+_ABSENT = frozenset({KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION})

@@ -1,0 +1,335 @@
+"""A failover as users do it (issue 7): consumer groups stop on the source, `exactly offsetsync`
+(as a process) moves their offsets, and the same groups resume on the target reading exactly the
+records they had not processed, checked record by record."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from envelope import HEADER_PROVENANCE, encode_provenance
+from offsetsync.checkpoints import Checkpoint, checkpoints_topic
+from runtime.settings import role_environment
+from tests.commands import run_exactly
+from tests.kafka_helpers import ReadRecord, create_topic, read_all
+from tests.offsetsync.groups import (
+    ALL,
+    await_committed,
+    committed_offsets,
+    describe_with_kafka_tool,
+    process_and_stop,
+    resume_on_target,
+)
+from tests.replication.processes import role_processes
+from tests.replication.scrape import free_port, sample, scrape
+from tests.validator.planting import PARTITIONS, copy_to_destination, create_source
+
+INTERVAL_MS = "300"
+
+
+def _content(record: ReadRecord) -> tuple[object, ...]:
+    return (record.key, record.value, record.timestamp[1])
+
+
+@pytest.fixture(scope="module")
+def flow(source_cluster, target_cluster):
+    """The planted source topic (markers, an aborted transaction, an out-of-order timestamp),
+    a one-millisecond topic, and their copies on the target with and without the header."""
+    base = f"failover.{uuid.uuid4().hex[:8]}"
+    topics = {"planted": base, "same-ms": f"{base}.samems"}
+    records = {"planted": create_source(source_cluster.bootstrap_servers, base)}
+    create_topic(source_cluster.bootstrap_servers, topics["same-ms"], 1)
+    producer = Producer({"bootstrap.servers": source_cluster.bootstrap_servers})
+    moment = int(time.time() * 1000)
+    for i in range(10):
+        producer.produce(topics["same-ms"], value=b"ms-%d" % i, partition=0, timestamp=moment)
+    assert producer.flush(30) == 0
+    records["same-ms"] = read_all(source_cluster.bootstrap_servers, topics["same-ms"], 1)
+    for name, topic in topics.items():
+        for suffix, cluster_id in (("copy", source_cluster.cluster_id), ("plain", None)):
+            copy_to_destination(
+                target_cluster.bootstrap_servers,
+                f"{topic}.{suffix}",
+                records[name],
+                source_cluster_id=cluster_id,
+                faults=False,
+                partitions=PARTITIONS if name == "planted" else 1,
+            )
+    return base, topics, records
+
+
+def _environment(source_cluster, target_cluster, base, suffix, groups, **extra):
+    return {
+        "KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS": source_cluster.bootstrap_servers,
+        "KAFKA_CLUSTERS_DESTINATION_BOOTSTRAP_SERVERS": target_cluster.bootstrap_servers,
+        "REPLICATION_TOPICS_INCLUDE": f"{base}(\\.samems)?",
+        "REPLICATION_DESTINATION_TOPIC": "{topic}." + suffix,
+        "REPLICATION_FLOW": f"f{uuid.uuid4().hex[:8]}",
+        "OFFSETSYNC_GROUPS_INCLUDE": f"{groups}.*",
+        "OFFSETSYNC_INTERVAL_MS": INTERVAL_MS,
+        "METRICS_PORT": str(free_port()),
+        **extra,
+    }
+
+
+# Readable records of the planted partition 0: 0-14, a marker at 15, aborted 16-25, a marker
+# at 26, 27-41 (41 carries the timestamp of 12), a marker at 42. Other partitions alike.
+POSITIONS = {
+    # group: (topic, records processed per partition)
+    "caught-up": ("planted", dict.fromkeys(range(PARTITIONS), ALL)),
+    "mid-stream": ("planted", {p: 1 + 2 * p for p in range(PARTITIONS)}),
+    # 15 records processed: the committed offset is the commit marker at 15.
+    "on-a-marker": ("planted", dict.fromkeys(range(PARTITIONS), 15)),
+    # 29 processed: the next record (offset 41) has an earlier timestamp than 13 before it.
+    "out-of-order": ("planted", dict.fromkeys(range(PARTITIONS), 29)),
+    "same-ms": ("same-ms", {0: 4}),
+}
+
+
+def _stop_groups_on_source(source_cluster, prefix, topics):
+    committed = {}
+    for name, (topic_name, counts) in POSITIONS.items():
+        group = f"{prefix}.{name}"
+        committed[group] = (
+            topic_name,
+            process_and_stop(source_cluster.bootstrap_servers, group, topics[topic_name], counts),
+        )
+    return committed
+
+
+def _move_and_resume(flow, source_cluster, target_cluster, tmp_path, suffix):
+    """Groups stopped on the source at every position, moved by `python -m offsetsync`, then
+    resumed on the `suffix` copy: per group and partition, (what the group read on the target,
+    what it had not processed on the source), and the group prefix."""
+    base, topics, records = flow
+    prefix = f"g{uuid.uuid4().hex[:8]}"
+    committed = _stop_groups_on_source(source_cluster, prefix, topics)
+    env = _environment(source_cluster, target_cluster, base, suffix, prefix)
+    with role_processes(tmp_path) as roles:
+        sync = roles.start("offsetsync", env)
+        for group, (_topic_name, offsets) in committed.items():
+            await_committed(target_cluster.bootstrap_servers, group, partitions=len(offsets))
+        metrics = scrape(env["METRICS_PORT"])
+        assert sample(metrics, "exactly_offsetsync_groups", state="synced") == len(committed)
+        assert sync.terminate() == 0
+        sync.wait_for_log("offsetsync stopped cleanly", since_start=True)
+    outcomes = {}
+    for group, (topic_name, offsets) in committed.items():
+        copy = f"{topics[topic_name]}.{suffix}"
+        partitions = len(offsets) if topic_name == "planted" else 1
+        resumed = resume_on_target(target_cluster.bootstrap_servers, group, copy, partitions)
+        for partition, offset in offsets.items():
+            unread = [
+                _content(r)
+                for r in records[topic_name]
+                if r.partition == partition and r.offset >= offset
+            ]
+            outcomes[(group, partition)] = ([_content(r) for r in resumed[partition]], unread)
+    return outcomes, prefix
+
+
+def test_groups_resume_on_the_target_with_nothing_re_read_and_nothing_skipped(
+    flow, source_cluster, target_cluster, tmp_path
+):
+    outcomes, prefix = _move_and_resume(flow, source_cluster, target_cluster, tmp_path, "copy")
+    for (group, partition), (read, unread) in outcomes.items():
+        assert read == unread, (group, partition)
+    # Kafka's own tool, from the brokers' jars, sees the translated offsets on the target.
+    group = f"{prefix}.mid-stream"
+    on_target = committed_offsets(target_cluster.bootstrap_servers, group)
+    assert describe_with_kafka_tool(target_cluster.bootstrap_servers, group) == on_target
+
+
+def test_without_the_header_groups_skip_nothing(flow, source_cluster, target_cluster, tmp_path):
+    outcomes, _prefix = _move_and_resume(flow, source_cluster, target_cluster, tmp_path, "plain")
+    for (group, partition), (read, unread) in outcomes.items():
+        # Whatever is read again comes first; everything unread follows, in order.
+        assert read[len(read) - len(unread) :] == unread, (group, partition)
+
+
+def _commit_on(bootstrap, group, topic, offsets):
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    request = ConsumerGroupTopicPartitions(
+        group, [TopicPartition(topic, p, o) for p, o in offsets.items()]
+    )
+    admin.alter_consumer_group_offsets([request])[group].result(30)
+
+
+def _checkpoints(target_cluster, flow_name, group):
+    consumer = Consumer(
+        {
+            "bootstrap.servers": target_cluster.bootstrap_servers,
+            "group.id": "test-checkpoint-reader",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        topic = checkpoints_topic(flow_name)
+        _low, end = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        found = []
+        for _ in range(end):
+            message = consumer.poll(10)
+            assert message is not None
+            assert not message.error()
+            found.append(Checkpoint.from_value(message.value()))
+        return [c for c in found if c.group == group]
+    finally:
+        consumer.close()
+
+
+def test_an_active_group_is_never_moved_offsets_never_go_back_and_deleted_ones_stay(
+    flow, source_cluster, target_cluster, tmp_path
+):
+    base, topics, _records = flow
+    topic, copy = topics["planted"], f"{topics['planted']}.copy"
+    prefix = f"g{uuid.uuid4().hex[:8]}"
+    active, ahead, deleted = (f"{prefix}.{name}" for name in ("active", "ahead", "deleted"))
+    source, target = source_cluster.bootstrap_servers, target_cluster.bootstrap_servers
+    everywhere = dict.fromkeys(range(PARTITIONS), 5)
+    for group in (active, ahead, deleted):
+        _commit_on(source, group, topic, everywhere)
+    # `ahead` already read further on the target; `active` has a member there.
+    _commit_on(target, ahead, copy, dict.fromkeys(range(PARTITIONS), 20))
+    member = Consumer(
+        {"bootstrap.servers": target, "group.id": active, "enable.auto.commit": False}
+    )
+    member.subscribe([copy])
+    deadline = time.monotonic() + 30
+    while not member.assignment():
+        assert time.monotonic() < deadline, "the member on the target got no partitions"
+        member.poll(0.2)
+    env = _environment(source_cluster, target_cluster, base, "copy", prefix)
+    try:
+        with role_processes(tmp_path) as roles:
+            sync = roles.start("offsetsync", env)
+            synced = await_committed(target, deleted, partitions=PARTITIONS)
+            assert synced == {(copy, p): 5 for p in range(PARTITIONS)}
+            deadline = time.monotonic() + 30
+            while (
+                sample(
+                    scrape(env["METRICS_PORT"]),
+                    "exactly_offsetsync_groups",
+                    state="active_on_target",
+                )
+                != 1
+            ):
+                assert time.monotonic() < deadline, sync.log_tail()
+                time.sleep(0.2)
+            # Not moved: the member's group has no offsets on the target; the translations are
+            # in the checkpoint topic instead.
+            assert committed_offsets(target, active) == {}
+            checkpoints = _checkpoints(target_cluster, env["REPLICATION_FLOW"], active)
+            assert {(c.partition, c.offset, c.committed) for c in checkpoints} == {
+                (p, 5, False) for p in range(PARTITIONS)
+            }
+            # Never backwards: `ahead` stays at 20 on the target.
+            metrics = scrape(env["METRICS_PORT"])
+            assert sample(metrics, "exactly_offsetsync_not_moved_back_total") == PARTITIONS
+            assert committed_offsets(target, ahead) == {(copy, p): 20 for p in range(PARTITIONS)}
+            # The source group `deleted` is deleted: its target offsets stay as they are.
+            admin = AdminClient({"bootstrap.servers": source})
+            admin.delete_consumer_groups([deleted])[deleted].result(30)
+            sync.wait_for_log("no committed offset on the source any more")
+            # The member leaves: the group is free, and the next cycle moves it.
+            member.close()
+            member = None
+            await_committed(target, active, {(copy, p): 5 for p in range(PARTITIONS)})
+            assert committed_offsets(target, deleted) == synced
+            # A source commit further on moves the target forward; one back does not. Source
+            # offset 35 is the 24th readable record (16-26 are aborted and markers): copy 23.
+            _commit_on(source, ahead, topic, dict.fromkeys(range(PARTITIONS), 35))
+            moved = {(copy, p): 23 for p in range(PARTITIONS)}
+            await_committed(target, ahead, moved)
+            _commit_on(source, ahead, topic, dict.fromkeys(range(PARTITIONS), 2))
+            _await_cycles(env["METRICS_PORT"], 3)
+            assert committed_offsets(target, ahead) == moved
+            assert sync.terminate() == 0
+    finally:
+        if member is not None:
+            member.close()
+
+
+def _await_cycles(port, count):
+    """Wait until `count` more sync cycles have run."""
+
+    def cycles():
+        return sample(scrape(port), "exactly_offsetsync_cycle_seconds_count")
+
+    start = cycles()
+    deadline = time.monotonic() + 30
+    while cycles() < start + count:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+
+
+def test_exactly_offsetsync_needs_groups_and_topics_selected(source_cluster, target_cluster):
+    env = role_environment(
+        {
+            "KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS": source_cluster.bootstrap_servers,
+            "KAFKA_CLUSTERS_DESTINATION_BOOTSTRAP_SERVERS": target_cluster.bootstrap_servers,
+            "METRICS_PORT": "0",
+        }
+    )
+    no_groups = run_exactly("offsetsync", env={**env, "REPLICATION_TOPICS_INCLUDE": "orders"})
+    assert no_groups.returncode == 2
+    assert no_groups.stderr.strip() == (
+        "exactly offsetsync: configuration error: OFFSETSYNC_GROUPS_INCLUDE: is required by "
+        "offsetsync: the consumer groups whose offsets it syncs"
+    )
+    no_topics = run_exactly("offsetsync", env={**env, "OFFSETSYNC_GROUPS_INCLUDE": "app"})
+    assert no_topics.returncode == 2
+    assert "REPLICATION_TOPICS_INCLUDE: (or KAFKA_CLUSTERS_SOURCE_TOPIC)" in no_topics.stderr
+
+
+def test_a_group_ahead_of_replication_waits_and_is_moved_once_the_copy_is_there(
+    source_cluster, target_cluster, tmp_path
+):
+    base = f"ahead.{uuid.uuid4().hex[:8]}"
+    create_topic(source_cluster.bootstrap_servers, base, 1)
+    producer = Producer({"bootstrap.servers": source_cluster.bootstrap_servers})
+    for i in range(30):
+        producer.produce(base, value=b"%d" % i, partition=0)
+    assert producer.flush(30) == 0
+    records = read_all(source_cluster.bootstrap_servers, base, 1)
+    copy = f"{base}.copy"
+    # Replication has copied the first 10 records so far.
+    copy_to_destination(
+        target_cluster.bootstrap_servers,
+        copy,
+        records[:10],
+        source_cluster_id=source_cluster.cluster_id,
+        faults=False,
+        partitions=1,
+    )
+    prefix = f"g{uuid.uuid4().hex[:8]}"
+    behind, ahead = f"{prefix}.behind", f"{prefix}.ahead"
+    _commit_on(source_cluster.bootstrap_servers, behind, base, {0: 5})
+    _commit_on(source_cluster.bootstrap_servers, ahead, base, {0: 20})
+    env = _environment(source_cluster, target_cluster, base, "copy", prefix)
+    with role_processes(tmp_path) as roles:
+        sync = roles.start("offsetsync", env)
+        await_committed(target_cluster.bootstrap_servers, behind, {(copy, 0): 5})
+        _await_cycles(env["METRICS_PORT"], 2)
+        metrics = scrape(env["METRICS_PORT"])
+        assert sample(metrics, "exactly_offsetsync_groups", state="waiting") == 1
+        # Never guessed: no offset on the target for the group whose next record is not there.
+        assert committed_offsets(target_cluster.bootstrap_servers, ahead) == {}
+        # Replication goes on: the rest arrives, with the header stage 2 writes.
+        rest = Producer({"bootstrap.servers": target_cluster.bootstrap_servers})
+        for record in records[10:]:
+            origin = encode_provenance(source_cluster.cluster_id, 0, record.offset)
+            rest.produce(
+                copy,
+                value=record.value,
+                partition=0,
+                headers=[(HEADER_PROVENANCE, origin)],
+                timestamp=record.timestamp[1],
+            )
+        assert rest.flush(30) == 0
+        await_committed(target_cluster.bootstrap_servers, ahead, {(copy, 0): 20})
+        assert sync.terminate() == 0
