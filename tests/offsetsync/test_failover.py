@@ -286,7 +286,7 @@ def test_exactly_offsetsync_needs_groups_and_topics_selected(source_cluster, tar
     assert "REPLICATION_TOPICS_INCLUDE: (or KAFKA_CLUSTERS_SOURCE_TOPIC)" in no_topics.stderr
 
 
-def test_a_group_ahead_of_replication_waits_and_is_moved_once_the_copy_is_there(
+def test_a_group_ahead_of_replication_waits_and_one_behind_source_retention_is_left(
     source_cluster, target_cluster, tmp_path
 ):
     base = f"ahead.{uuid.uuid4().hex[:8]}"
@@ -307,9 +307,13 @@ def test_a_group_ahead_of_replication_waits_and_is_moved_once_the_copy_is_there(
         partitions=1,
     )
     prefix = f"g{uuid.uuid4().hex[:8]}"
-    behind, ahead = f"{prefix}.behind", f"{prefix}.ahead"
+    behind, ahead, lost = f"{prefix}.behind", f"{prefix}.ahead", f"{prefix}.lost"
     _commit_on(source_cluster.bootstrap_servers, behind, base, {0: 5})
     _commit_on(source_cluster.bootstrap_servers, ahead, base, {0: 20})
+    # `lost` stopped at 1; retention then deleted the source's records below 3.
+    _commit_on(source_cluster.bootstrap_servers, lost, base, {0: 1})
+    admin = AdminClient({"bootstrap.servers": source_cluster.bootstrap_servers})
+    admin.delete_records([TopicPartition(base, 0, 3)])[TopicPartition(base, 0, 3)].result(30)
     env = _environment(source_cluster, target_cluster, base, "copy", prefix)
     with role_processes(tmp_path) as roles:
         sync = roles.start("offsetsync", env)
@@ -317,8 +321,12 @@ def test_a_group_ahead_of_replication_waits_and_is_moved_once_the_copy_is_there(
         _await_cycles(env["METRICS_PORT"], 2)
         metrics = scrape(env["METRICS_PORT"])
         assert sample(metrics, "exactly_offsetsync_groups", state="waiting") == 1
-        # Never guessed: no offset on the target for the group whose next record is not there.
+        assert sample(metrics, "exactly_offsetsync_groups", state="behind_retention") == 1
+        sync.wait_for_log("committed offset below the source's log start.*group=" + lost)
+        # Never guessed: no offset on the target for the group whose next record is not there,
+        # nor for the one whose next records are gone from the source.
         assert committed_offsets(target_cluster.bootstrap_servers, ahead) == {}
+        assert committed_offsets(target_cluster.bootstrap_servers, lost) == {}
         # Replication goes on: the rest arrives, with the header stage 2 writes.
         rest = Producer({"bootstrap.servers": target_cluster.bootstrap_servers})
         for record in records[10:]:
