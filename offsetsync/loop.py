@@ -43,6 +43,8 @@ log = get_logger("offsetsync")
 # translated once, not every cycle. Bounded; an evicted one is translated again.
 _CACHE_SIZE = 100_000
 
+_BEAT_EVERY_S = 10.0
+
 # (group, partition): a source partition or a destination partition, by context.
 GroupPartition = tuple[str, Key]
 
@@ -106,7 +108,11 @@ class OffsetSync:
             except OffsetSyncError as exc:
                 self._cycle_failed(str(exc))
             beat()
-            wait(max(0.0, interval_s - (time.monotonic() - started)))
+            # Beat while waiting too: an interval longer than the liveness limit is no hang.
+            deadline = started + interval_s
+            while not stopping() and (remaining := deadline - time.monotonic()) > 0:
+                wait(min(remaining, _BEAT_EVERY_S))
+                beat()
 
     def cycle(self) -> None:
         """One pass over every selected group."""
