@@ -6,14 +6,11 @@ from __future__ import annotations
 
 import sys
 
-from confluent_kafka.admin import AdminClient
-
 from offsetsync.checkpoints import CheckpointWriter, checkpoints_topic
+from offsetsync.clients import connect
 from offsetsync.errors import OffsetSyncError
-from offsetsync.groups import ClusterGroups
 from offsetsync.loop import OffsetSync
 from offsetsync.metrics import OffsetSyncMetrics
-from offsetsync.reading import ClusterReader
 from runtime import ConfigError, GracefulShutdown, Health, Settings, call_retrying, get_logger
 from runtime.liveness import Heartbeat
 from runtime.role import run_role
@@ -36,49 +33,31 @@ def run() -> int:
         settings: Settings, health: Health, shutdown: GracefulShutdown, heartbeat: Heartbeat
     ) -> None:
         _require_selection(settings)
-        source_admin, target_admin = (
-            AdminClient(
-                {
-                    **cluster.client_config(),
-                    "statistics.interval.ms": 1000,
-                    "stats_cb": metrics.request_counter(name),
-                }
-            )
-            for name, cluster in (("source", settings.source), ("target", settings.destination))
-        )
+        clients = connect(settings, metrics)
         # The provenance header names the source by its cluster id: a copy from another cluster
         # (an aggregated topic) is never taken for this one's.
         source_cluster_id = call_retrying(
-            lambda: source_admin.describe_cluster(request_timeout=_TIMEOUT_S).result().cluster_id,
+            lambda: (
+                clients.source_admin.describe_cluster(request_timeout=_TIMEOUT_S)
+                .result()
+                .cluster_id
+            ),
             deadline_s=_START_DEADLINE_S,
         )
         checkpoints = CheckpointWriter(
             settings.destination.client_config(),
-            target_admin,
+            clients.target_admin,
             checkpoints_topic(settings.flow),
             lambda error: _checkpoint_failed(metrics, error),
-            stats_cb=metrics.request_counter("target"),
-        )
-        source_reader = ClusterReader(
-            settings.source.client_config(),
-            source_admin,
-            stats_cb=metrics.request_counter("source"),
-        )
-        destination_reader = ClusterReader(
-            settings.destination.client_config(),
-            target_admin,
             stats_cb=metrics.request_counter("target"),
         )
         sync = OffsetSync(
             settings,
             metrics,
-            source=(ClusterGroups(source_admin), source_reader),
-            target=(ClusterGroups(target_admin), destination_reader),
+            clients=clients,
+            reconnect=lambda: connect(settings, metrics),
             checkpoints=checkpoints,
             source_cluster_id=source_cluster_id,
-            serve_callbacks=lambda: _serve_callbacks(
-                source_admin, target_admin, source_reader, destination_reader, checkpoints
-            ),
         )
         health.set_ready(True)
         log.info(
@@ -91,8 +70,7 @@ def run() -> int:
             with heartbeat:
                 sync.run(lambda: shutdown.requested, shutdown.wait, heartbeat.beat)
         finally:
-            source_reader.close()
-            destination_reader.close()
+            sync.close()
             checkpoints.close()
 
     return run_role("offsetsync", work, registry=metrics.registry, fatal=(OffsetSyncError,))
@@ -111,19 +89,6 @@ def _require_selection(settings: Settings) -> None:
             f"(or {variable_name(('source', 'topic'))}) is required by offsetsync: the "
             "replicated topics whose offsets it translates",
         )
-
-
-def _serve_callbacks(
-    source_admin: AdminClient,
-    target_admin: AdminClient,
-    *served: ClusterReader | CheckpointWriter,
-) -> None:
-    # Every client's statistics (the requests metric) are queued until served; unserved for
-    # days they would grow without bound.
-    source_admin.poll(0)
-    target_admin.poll(0)
-    for client in served:
-        client.serve_callbacks()
 
 
 def _checkpoint_failed(metrics: OffsetSyncMetrics, error: object) -> None:

@@ -19,7 +19,9 @@ from runtime import ErrorClass, classify, get_logger
 
 log = get_logger("offsetsync")
 
-_TIMEOUT_S = 30.0
+# Group requests on a healthy cluster take milliseconds; a cycle stuck on one fails soon, and
+# failed cycles in a row make the clients anew (offsetsync.clients).
+_TIMEOUT_S = 10.0
 # Groups without members. Any other state (stable, rebalancing, assigning, reconciling; classic
 # or KIP-848 groups alike) has members whose position we must not move.
 _IDLE = frozenset({ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD})

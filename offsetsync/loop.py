@@ -23,10 +23,11 @@ from dataclasses import dataclass
 from confluent_kafka import KafkaError, KafkaException
 
 from offsetsync.checkpoints import Checkpoint, CheckpointWriter
-from offsetsync.errors import OffsetSyncError
-from offsetsync.groups import GROUP_ACTIVE, ClusterGroups, is_idle
+from offsetsync.clients import SyncClients
+from offsetsync.errors import NoOffsetsError, OffsetSyncError
+from offsetsync.groups import GROUP_ACTIVE, is_idle
 from offsetsync.metrics import GROUP_STATES, OffsetSyncMetrics
-from offsetsync.reading import ClusterReader, Key
+from offsetsync.reading import Key
 from offsetsync.translate import (
     BehindRetention,
     Request,
@@ -44,6 +45,7 @@ log = get_logger("offsetsync")
 _CACHE_SIZE = 100_000
 
 _BEAT_EVERY_S = 10.0
+_RECONNECT_AFTER = 3  # failed cycles in a row
 
 # (group, partition): a source partition or a destination partition, by context.
 GroupPartition = tuple[str, Key]
@@ -69,19 +71,18 @@ class OffsetSync:
         settings: Settings,
         metrics: OffsetSyncMetrics,
         *,
-        source: tuple[ClusterGroups, ClusterReader],
-        target: tuple[ClusterGroups, ClusterReader],
+        clients: SyncClients,
+        reconnect: Callable[[], SyncClients],
         checkpoints: CheckpointWriter,
         source_cluster_id: str,
-        serve_callbacks: Callable[[], None] = lambda: None,
     ) -> None:
         self._settings = settings
         self._metrics = metrics
-        self._source_groups, self._source_reader = source
-        self._target_groups, self._destination_reader = target
+        self._clients = clients
+        self._reconnect = reconnect
         self._checkpoints = checkpoints
         self._cluster_id = source_cluster_id
-        self._serve_callbacks = serve_callbacks
+        self._failed_in_a_row = 0
         self._seen: dict[GroupPartition, _Seen] = {}  # by source partition
         self._committed: dict[GroupPartition, int] = {}  # by destination partition
         self._checkpointed: dict[GroupPartition, int] = {}  # by destination partition
@@ -100,6 +101,7 @@ class OffsetSync:
             try:
                 with self._metrics.cycle_seconds.time():
                     self.cycle()
+                self._failed_in_a_row = 0
             except KafkaException as exc:
                 error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
                 if error is None or classify(error) is not ErrorClass.RETRIABLE:
@@ -116,7 +118,8 @@ class OffsetSync:
 
     def cycle(self) -> None:
         """One pass over every selected group."""
-        self._serve_callbacks()
+        self._clients.serve_callbacks()
+        self._checkpoints.serve_callbacks()
         requests = self._source_offsets()
         translations = self._translate(set(requests.values()))
         states: dict[str, str] = {}
@@ -138,10 +141,12 @@ class OffsetSync:
 
     def _source_offsets(self) -> dict[GroupPartition, Request]:
         """The committed offset of each selected group on each replicated partition."""
-        groups = [g for g in self._source_groups.states() if self._settings.syncs_group(g)]
+        groups = [g for g in self._clients.source_groups.states() if self._settings.syncs_group(g)]
         now, now_ms = time.monotonic(), int(time.time() * 1000)
         requests: dict[GroupPartition, Request] = {}
-        fetched = self._source_groups.committed(groups)
+        fetched = self._clients.source_groups.committed(groups)
+        if groups and not fetched:
+            raise NoOffsetsError(f"no selected group's offsets could be fetched ({len(groups)})")
         for group, offsets in fetched.items():
             for (topic, partition), committed in offsets.items():
                 destination_topic = self._settings.destination_topic(topic)
@@ -165,6 +170,7 @@ class OffsetSync:
         """A group deleted on the source, or its offsets deleted: stop syncing it and leave its
         target offsets where they are (never reset them). A group still listed whose offset
         fetch failed this cycle is kept as it was."""
+        gone: dict[str, int] = {}
         for group, (topic, partition) in set(self._seen) - set(requests):
             if group in listed and group not in fetched:
                 continue
@@ -175,12 +181,14 @@ class OffsetSync:
                 destination_key = (destination_topic, partition)
                 self._committed.pop((group, destination_key), None)
                 self._checkpointed.pop((group, destination_key), None)
+            gone[group] = gone.get(group, 0) + 1
+        for group, partitions in sorted(gone.items()):
             log.info(
-                "no committed offset on the source any more: not synced, target offsets left "
-                "as they are",
+                "no committed offset on the source any more (the group or its offsets deleted, "
+                "or not listed while its coordinator loads): not synced until it has one; its "
+                "target offsets are left as they are",
                 group=group,
-                topic=topic,
-                partition=partition,
+                partitions=partitions,
             )
 
     def _translate(self, requests: set[Request]) -> dict[Request, Translation]:
@@ -194,7 +202,10 @@ class OffsetSync:
                 self._cache.move_to_end(request)
                 answers[request] = cached
         fresh = translate_all(
-            self._source_reader, self._destination_reader, unknown, self._cluster_id
+            self._clients.source_reader,
+            self._clients.destination_reader,
+            unknown,
+            self._cluster_id,
         )
         for request, translation in fresh.items():
             # Only a translation is final; waiting and retention change with time.
@@ -227,13 +238,13 @@ class OffsetSync:
                 )
 
     def _apply(self, moves: dict[str, dict[Key, _Move]], states: dict[str, str]) -> None:
-        target_states = self._target_groups.states()
+        target_states = self._clients.target_groups.states()
         idle = [group for group in moves if is_idle(target_states.get(group))]
         for group in moves.keys() - set(idle):
             self._skip_active(group, moves[group].values(), states)
         # A group absent from the target has no offsets there (and must not be asked: see
         # ClusterGroups.committed).
-        current = self._target_groups.committed(g for g in idle if g in target_states)
+        current = self._clients.target_groups.committed(g for g in idle if g in target_states)
         commits: dict[str, dict[Key, int]] = {}
         for group in idle:
             for destination_key, move in moves[group].items():
@@ -249,7 +260,7 @@ class OffsetSync:
                 commits.setdefault(group, {})[destination_key] = offset
         failures = []
         moved = 0
-        for group, outcomes in self._target_groups.commit(commits).items():
+        for group, outcomes in self._clients.target_groups.commit(commits).items():
             committed = 0
             for destination_key, error in outcomes.items():
                 move = moves[group][destination_key]
@@ -307,8 +318,21 @@ class OffsetSync:
         )
         self._metrics.checkpoints.labels(str(committed).lower()).inc()
 
+    def close(self) -> None:
+        self._clients.close()
+
     def _cycle_failed(self, reason: str) -> None:
         self._metrics.cycle_failures.inc()
+        self._failed_in_a_row += 1
         log.warning(
-            "sync cycle failed; nothing more committed, the next cycle retries", error=reason
+            "sync cycle failed; nothing more committed, the next cycle retries",
+            error=reason,
+            failed_in_a_row=self._failed_in_a_row,
         )
+        if self._failed_in_a_row % _RECONNECT_AFTER == 0:
+            # A client that keeps failing after a broker restart may never recover by itself
+            # (offsetsync.clients): make all of them anew.
+            log.warning("making the Kafka clients anew", failed_in_a_row=self._failed_in_a_row)
+            self._metrics.reconnects.inc()
+            self._clients.close()
+            self._clients = self._reconnect()

@@ -66,6 +66,11 @@ class OffsetSyncMetrics:
             "Cycles that ended in a retriable error (nothing committed; the next one retries).",
             registry=r,
         )
+        self.reconnects = Counter(
+            "exactly_offsetsync_reconnects",
+            "Times the Kafka clients were made anew after failed cycles in a row.",
+            registry=r,
+        )
         self.requests = Counter(
             "exactly_offsetsync_requests",
             "Requests sent to each cluster by this process's Kafka clients (librdkafka "

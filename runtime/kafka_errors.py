@@ -64,6 +64,13 @@ _TRANSIENT_CODES = frozenset(
         KafkaError.NOT_LEADER_FOR_PARTITION,  # Kafka now calls it NOT_LEADER_OR_FOLLOWER
         KafkaError.LEADER_NOT_AVAILABLE,
         KafkaError.CONCURRENT_TRANSACTIONS,
+        # A broker restarted or leadership moved: our metadata's leader epoch is stale (or the
+        # broker's is); librdkafka refreshes it, and the same request then succeeds.
+        KafkaError.FENCED_LEADER_EPOCH,
+        KafkaError.UNKNOWN_LEADER_EPOCH,
+        # The admin client's ListOffsets while no broker leads the partition yet (a restart):
+        # "Failed to query partition leaders: No leaders found".
+        KafkaError._NOENT,
     }
 )
 

@@ -8,7 +8,13 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient
 
 from envelope import HEADER_PROVENANCE, encode_provenance
@@ -340,4 +346,46 @@ def test_a_group_ahead_of_replication_waits_and_one_behind_source_retention_is_l
             )
         assert rest.flush(30) == 0
         await_committed(target_cluster.bootstrap_servers, ahead, {(copy, 0): 20})
+        assert sync.terminate() == 0
+
+
+def test_offsetsync_rides_out_a_source_broker_restart(
+    flow, source_cluster, target_cluster, tmp_path
+):
+    """After a restart of the source broker (the groups' coordinator), librdkafka's admin client
+    can time out every group request for as long as it lives: offsetsync makes its clients anew
+    after failed cycles in a row, and commits that came during the outage still reach the target."""
+    if source_cluster.broker is None:
+        pytest.skip(f"{source_cluster.kind} clusters give no broker control")
+    base, topics, _records = flow
+    topic, copy = topics["planted"], f"{topics['planted']}.copy"
+    group = f"g{uuid.uuid4().hex[:8]}.restart"
+    _commit_on(source_cluster.bootstrap_servers, group, topic, dict.fromkeys(range(PARTITIONS), 3))
+    env = _environment(source_cluster, target_cluster, base, "copy", group)
+    with role_processes(tmp_path) as roles:
+        sync = roles.start("offsetsync", env)
+        await_committed(
+            target_cluster.bootstrap_servers, group, {(copy, p): 3 for p in range(PARTITIONS)}
+        )
+        source_cluster.broker.restart()
+        deadline = time.monotonic() + 60
+        while True:  # the first commits after the restart may meet the coordinator loading
+            try:
+                _commit_on(
+                    source_cluster.bootstrap_servers,
+                    group,
+                    topic,
+                    dict.fromkeys(range(PARTITIONS), 10),
+                )
+                break
+            except KafkaException:
+                assert time.monotonic() < deadline, "the source took no commit after its restart"
+                time.sleep(0.5)
+        await_committed(
+            target_cluster.bootstrap_servers,
+            group,
+            {(copy, p): 10 for p in range(PARTITIONS)},
+            timeout_s=90,
+        )
+        assert sync.is_running(), sync.log_tail()
         assert sync.terminate() == 0

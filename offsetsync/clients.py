@@ -1,0 +1,69 @@
+"""The Kafka clients one sync cycle uses, made together so that they can be made anew.
+
+After a broker restart, librdkafka's admin client can go on timing out every consumer-group
+request to that cluster for as long as it lives, while a new client answers at once (seen here
+on Kafka 4.3.1; librdkafka #4605 reports the same, with this workaround). The sync loop
+therefore replaces all of them after a run of failed cycles.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from confluent_kafka.admin import AdminClient
+
+from offsetsync.groups import ClusterGroups
+from offsetsync.metrics import OffsetSyncMetrics
+from offsetsync.reading import ClusterReader
+from runtime import Settings
+
+
+@dataclass(frozen=True, slots=True)
+class SyncClients:
+    source_admin: AdminClient
+    target_admin: AdminClient
+    source_groups: ClusterGroups
+    target_groups: ClusterGroups
+    source_reader: ClusterReader
+    destination_reader: ClusterReader
+
+    def serve_callbacks(self) -> None:
+        # Every client's statistics (the requests metric) are queued until served; unserved for
+        # days they would grow without bound.
+        self.source_admin.poll(0)
+        self.target_admin.poll(0)
+        self.source_reader.serve_callbacks()
+        self.destination_reader.serve_callbacks()
+
+    def close(self) -> None:
+        self.source_reader.close()
+        self.destination_reader.close()
+
+
+def connect(settings: Settings, metrics: OffsetSyncMetrics) -> SyncClients:
+    source_admin, target_admin = (
+        AdminClient(
+            {
+                **cluster.client_config(),
+                "statistics.interval.ms": 1000,
+                "stats_cb": metrics.request_counter(name),
+            }
+        )
+        for name, cluster in (("source", settings.source), ("target", settings.destination))
+    )
+    return SyncClients(
+        source_admin,
+        target_admin,
+        ClusterGroups(source_admin),
+        ClusterGroups(target_admin),
+        ClusterReader(
+            settings.source.client_config(),
+            source_admin,
+            stats_cb=metrics.request_counter("source"),
+        ),
+        ClusterReader(
+            settings.destination.client_config(),
+            target_admin,
+            stats_cb=metrics.request_counter("target"),
+        ),
+    )
