@@ -20,7 +20,7 @@ from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaException
 
 from offsetsync.checkpoints import Checkpoint, CheckpointWriter
 from offsetsync.clients import SyncClients
@@ -36,7 +36,7 @@ from offsetsync.translate import (
     Waiting,
     translate_all,
 )
-from runtime import ErrorClass, Settings, classify, get_logger
+from runtime import RetriableKafkaError, Settings, get_logger, translate_kafka_errors
 
 log = get_logger("offsetsync")
 
@@ -99,14 +99,13 @@ class OffsetSync:
         while not stopping():
             started = time.monotonic()
             try:
-                with self._metrics.cycle_seconds.time():
+                # runtime's one classification: a retriable error ends the cycle; any other
+                # (credentials, ACLs, what we do not understand) ends the process, exit 1.
+                with self._metrics.cycle_seconds.time(), translate_kafka_errors("sync cycle"):
                     self.cycle()
                 self._failed_in_a_row = 0
-            except KafkaException as exc:
-                error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
-                if error is None or classify(error) is not ErrorClass.RETRIABLE:
-                    raise
-                self._cycle_failed(error.str())
+            except RetriableKafkaError as exc:
+                self._cycle_failed(exc.kafka_error.str())
             except OffsetSyncError as exc:
                 self._cycle_failed(str(exc))
             beat()
