@@ -54,8 +54,8 @@ def connect(settings: Settings, metrics: OffsetSyncMetrics) -> SyncClients:
     return SyncClients(
         source_admin,
         target_admin,
-        ClusterGroups(source_admin),
-        ClusterGroups(target_admin),
+        ClusterGroups(source_admin, settings.source.client_config()),
+        ClusterGroups(target_admin, settings.destination.client_config()),
         ClusterReader(
             settings.source.client_config(),
             source_admin,

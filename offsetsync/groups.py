@@ -1,11 +1,13 @@
-"""Consumer groups of one cluster through the admin API: which exist and whether they have
-members, their committed offsets, and committing new ones."""
+"""Consumer groups of one cluster: which exist and whether they have members, their committed
+offsets (and which of them the cluster could not tell this cycle), and committing new ones."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
 
 from confluent_kafka import (
+    Consumer,
     ConsumerGroupState,
     ConsumerGroupTopicPartitions,
     KafkaError,
@@ -15,7 +17,14 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient
 
 from offsetsync.reading import Key
-from runtime import ErrorClass, classify, get_logger
+from runtime import (
+    ErrorClass,
+    RetriableKafkaError,
+    call_retrying,
+    classify,
+    get_logger,
+    translate_kafka_errors,
+)
 
 log = get_logger("offsetsync")
 
@@ -30,12 +39,28 @@ _IDLE = frozenset({ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD})
 GROUP_ACTIVE = frozenset({KafkaError.UNKNOWN_MEMBER_ID, KafkaError.REBALANCE_IN_PROGRESS})
 
 
+@dataclass(frozen=True, slots=True)
+class GroupOffsets:
+    """A group's committed offsets as the cluster told them in one fetch."""
+
+    offsets: dict[Key, int]  # partitions with a committed offset
+    # Partitions the cluster did not say anything certain about: an offset commit of an open
+    # transaction is pending on them (UNSTABLE_OFFSET_COMMIT), or the whole fetch failed. Not
+    # "no offset": nothing may be decided on them this cycle.
+    unknown: frozenset[Key] = frozenset()
+
+
 class ClusterGroups:
-    def __init__(self, admin: AdminClient) -> None:
+    def __init__(self, admin: AdminClient, client_config: Mapping[str, str]) -> None:
         self._admin = admin
+        self._client_config = client_config
 
     def states(self) -> dict[str, ConsumerGroupState]:
-        """Every group the cluster knows, with its state: one request per broker."""
+        """Every group the cluster lists, with its state: one request per broker.
+
+        A listing can leave out a group that exists, with no error: a group whose coordinator
+        is loading or moving between brokers. Absent from it is not "no offsets"
+        (``committed_unlisted``)."""
         listing = self._admin.list_consumer_groups(request_timeout=_TIMEOUT_S).result()
         if listing.errors:
             # A broker that did not answer may coordinate a group: a partial list would make
@@ -43,9 +68,10 @@ class ClusterGroups:
             raise KafkaException(listing.errors[0])
         return {group.group_id: group.state for group in listing.valid}
 
-    def committed(self, groups: Iterable[str]) -> dict[str, dict[Key, int]]:
-        """The committed offsets of each group (a partition with none is left out). Only stable
-        offsets: a transactional commit still in flight is not an offset yet.
+    def committed(self, groups: Iterable[str]) -> dict[str, GroupOffsets]:
+        """The committed offsets of each group. Only stable offsets: a transactional commit still
+        in flight is not an offset yet, and its partitions are ``unknown``. A group whose fetch
+        failed is left out: its offsets are unknown this cycle.
 
         Pass only groups that ``states()`` listed. librdkafka's admin client crashes the process
         (SIGSEGV, librdkafka #5040, open) when an offset fetch is answered NOT_COORDINATOR: it
@@ -73,12 +99,42 @@ class ClusterGroups:
                     raise
                 log.info("group offsets not fetched this cycle", group=group, error=str(exc))
                 continue
-            offsets[group] = {
-                (tp.topic, tp.partition): tp.offset
-                for tp in found.topic_partitions
-                if tp.error is None and tp.offset >= 0
-            }
+            offsets[group] = _group_offsets(group, found.topic_partitions)
         return offsets
+
+    def committed_unlisted(self, group: str, partitions: Collection[Key]) -> GroupOffsets:
+        """The committed offsets on ``partitions`` of a group that ``states()`` did not list;
+        every partition ``unknown`` when the cluster did not answer in time.
+
+        The admin client must not be asked (``committed``: librdkafka #5040). A consumer of the
+        group asks the group's coordinator the same (OffsetFetch, stable offsets only under
+        read_committed) through its own coordinator handling, which survives NOT_COORDINATOR;
+        it never subscribes, so it never joins the group and never commits."""
+        consumer = Consumer(
+            {
+                **self._client_config,
+                "group.id": group,
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+            }
+        )
+        wanted = [TopicPartition(topic, partition) for topic, partition in partitions]
+        try:
+            with translate_kafka_errors("committed offsets of a group not listed"):
+                # NOT_COORDINATOR is raised, not crashed on, here: on a cluster that has never
+                # seen a group, the first answers while __consumer_offsets is made and loaded.
+                found = call_retrying(
+                    lambda: consumer.committed(wanted, timeout=_TIMEOUT_S),
+                    deadline_s=_TIMEOUT_S,
+                )
+        except RetriableKafkaError as exc:
+            # A transaction holding offsets of the group open, or its coordinator away: librdkafka
+            # asked again until the timeout.
+            log.info("group offsets not fetched this cycle", group=group, error=str(exc))
+            return GroupOffsets({}, frozenset(partitions))
+        finally:
+            consumer.close()
+        return _group_offsets(group, found)
 
     def commit(
         self, offsets: Mapping[str, Mapping[Key, int]]
@@ -104,6 +160,27 @@ class ClusterGroups:
                 continue
             outcomes[group] = {(tp.topic, tp.partition): tp.error for tp in result.topic_partitions}
         return outcomes
+
+
+def _group_offsets(group: str, found: Iterable[TopicPartition]) -> GroupOffsets:
+    offsets, unknown = {}, set()
+    for tp in found:
+        key = (tp.topic, tp.partition)
+        if tp.error is not None:
+            # Per partition, not raised: UNSTABLE_OFFSET_COMMIT while a transaction that
+            # commits offsets of this group is open (seen here on Kafka 4.3.1 with
+            # require_stable). Dropping the partition would make it look as if it had none.
+            unknown.add(key)
+            log.info(
+                "group offset not fetched this cycle",
+                group=group,
+                topic=tp.topic,
+                partition=tp.partition,
+                error=tp.error.str(),
+            )
+        elif tp.offset >= 0:
+            offsets[key] = tp.offset
+    return GroupOffsets(offsets, frozenset(unknown))
 
 
 def is_idle(state: ConsumerGroupState | None) -> bool:

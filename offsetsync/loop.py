@@ -6,7 +6,9 @@ Invariants a cycle keeps:
 - A group with members on the target is never moved: it is skipped (and checkpointed), and the
   broker itself refuses an outside commit for a group that gains members meanwhile.
 - Offsets on the target never move backwards: a partition whose target offset is already at or
-  past the translation is left as it is.
+  past the translation is left as it is, and one whose target offset the cluster did not tell
+  (a group it does not list yet and does not answer for, a transaction of it pending) is not
+  committed at all this cycle. Not listed is not "no offsets".
 - Never beyond what stage 2 has committed: translations read the destination read_committed, so
   a group ahead of replication waits and is never guessed.
 - A group or partition whose committed offset disappears from the source is forgotten, not
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict, defaultdict
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from confluent_kafka import KafkaException
@@ -25,7 +27,7 @@ from confluent_kafka import KafkaException
 from offsetsync.checkpoints import Checkpoint, CheckpointWriter
 from offsetsync.clients import SyncClients
 from offsetsync.errors import NoOffsetsError, OffsetSyncError
-from offsetsync.groups import GROUP_ACTIVE, is_idle
+from offsetsync.groups import GROUP_ACTIVE, GroupOffsets, is_idle
 from offsetsync.metrics import GROUP_STATES, OffsetSyncMetrics
 from offsetsync.reading import Key
 from offsetsync.translate import (
@@ -87,6 +89,7 @@ class OffsetSync:
         self._committed: dict[GroupPartition, int] = {}  # by destination partition
         self._checkpointed: dict[GroupPartition, int] = {}  # by destination partition
         self._behind: set[GroupPartition] = set()  # warned about, by source partition
+        self._unknown: set[GroupPartition] = set()  # warned about, by destination partition
         self._cache: OrderedDict[Request, Translated] = OrderedDict()
 
     def run(
@@ -147,7 +150,7 @@ class OffsetSync:
         if groups and not fetched:
             raise NoOffsetsError(f"no selected group's offsets could be fetched ({len(groups)})")
         for group, offsets in fetched.items():
-            for (topic, partition), committed in offsets.items():
+            for (topic, partition), committed in offsets.offsets.items():
                 destination_topic = self._settings.destination_topic(topic)
                 if destination_topic is None:
                     continue
@@ -156,7 +159,7 @@ class OffsetSync:
                 if seen is None or seen.offset != committed:
                     self._seen[key] = _Seen(committed, now, now_ms)
                 requests[key] = Request(topic, destination_topic, partition, committed)
-        self._forget_gone(requests, listed=set(groups), fetched=fetched.keys())
+        self._forget_gone(requests, listed=set(groups), fetched=fetched)
         return requests
 
     def _forget_gone(
@@ -164,14 +167,16 @@ class OffsetSync:
         requests: dict[GroupPartition, Request],
         *,
         listed: Collection[str],
-        fetched: Collection[str],
+        fetched: Mapping[str, GroupOffsets],
     ) -> None:
         """A group deleted on the source, or its offsets deleted: stop syncing it and leave its
         target offsets where they are (never reset them). A group still listed whose offset
-        fetch failed this cycle is kept as it was."""
+        fetch failed this cycle, or a partition the fetch could not tell, is kept as it was."""
         gone: dict[str, int] = {}
         for group, (topic, partition) in set(self._seen) - set(requests):
-            if group in listed and group not in fetched:
+            if group in listed and (
+                group not in fetched or (topic, partition) in fetched[group].unknown
+            ):
                 continue
             del self._seen[(group, (topic, partition))]
             self._behind.discard((group, (topic, partition)))
@@ -241,14 +246,17 @@ class OffsetSync:
         idle = [group for group in moves if is_idle(target_states.get(group))]
         for group in moves.keys() - set(idle):
             self._skip_active(group, moves[group].values(), states)
-        # A group absent from the target has no offsets there (and must not be asked: see
-        # ClusterGroups.committed).
-        current = self._clients.target_groups.committed(g for g in idle if g in target_states)
+        current = self._target_offsets(idle, target_states.keys(), moves)
         commits: dict[str, dict[Key, int]] = {}
         for group in idle:
             for destination_key, move in moves[group].items():
                 offset = move.translated.destination_offset
-                there = current.get(group, {}).get(destination_key)
+                if destination_key in current[group].unknown:
+                    # Never backwards needs the offset that is there: not known, not committed.
+                    self._target_unknown(group, destination_key, states)
+                    continue
+                self._unknown.discard((group, destination_key))
+                there = current[group].offsets.get(destination_key)
                 if there is not None and there >= offset:
                     # Already there, or further (the group read on the target meanwhile, or an
                     # operator moved it): never backwards.
@@ -278,6 +286,36 @@ class OffsetSync:
         self._checkpoints.flush()
         if failures:
             raise KafkaException(failures[0])
+
+    def _target_offsets(
+        self, idle: list[str], listed: Collection[str], moves: dict[str, dict[Key, _Move]]
+    ) -> dict[str, GroupOffsets]:
+        """Where each idle group that moves is on the target, as far as the target told."""
+        groups = self._clients.target_groups
+        current = groups.committed(g for g in idle if g in listed)
+        for group in idle:
+            if group not in listed:
+                # Not listed is not "no offsets": a group whose coordinator loads or moves is
+                # left out of a listing without an error. Asked through a consumer of the group
+                # (the admin client must not be: ClusterGroups.committed).
+                current[group] = groups.committed_unlisted(group, moves[group].keys())
+            elif group not in current:  # listed, but its fetch failed this cycle
+                current[group] = GroupOffsets({}, frozenset(moves[group]))
+        return current
+
+    def _target_unknown(self, group: str, destination_key: Key, states: dict[str, str]) -> None:
+        self._metrics.target_unknown.inc()
+        if states[group] != "active_on_target":
+            states[group] = "target_unknown"
+        if (group, destination_key) not in self._unknown:
+            self._unknown.add((group, destination_key))
+            log.warning(
+                "the target did not tell where the group is on this partition: not committed "
+                "this cycle (never over an offset we do not know); the next cycle asks again",
+                group=group,
+                topic=destination_key[0],
+                partition=destination_key[1],
+            )
 
     def _committed_one(self, group: str, destination_key: Key, move: _Move) -> None:
         self._committed[(group, destination_key)] = move.translated.destination_offset

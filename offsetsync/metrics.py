@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 _LAG_BUCKETS = (0.1, 0.25, 0.5, 1, 2, 3, 4, 5, 7.5, 10, 15, 30, 60, 120, 300)
 _CYCLE_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
-GROUP_STATES = ("synced", "waiting", "active_on_target", "behind_retention")
+GROUP_STATES = ("synced", "waiting", "active_on_target", "behind_retention", "target_unknown")
 
 
 class OffsetSyncMetrics:
@@ -24,7 +24,8 @@ class OffsetSyncMetrics:
             "Selected source groups by state after the last cycle: synced (every translated "
             "offset is on the target), waiting (a partition waits for replication), "
             "active_on_target (members there: not moved, checkpointed), behind_retention (a "
-            "partition's committed offset is below the source's log start).",
+            "partition's committed offset is below the source's log start), target_unknown "
+            "(the target did not tell where the group is on a partition: not moved).",
             ["state"],
             registry=r,
         )
@@ -53,6 +54,13 @@ class OffsetSyncMetrics:
         self.not_moved_back = Counter(
             "exactly_offsetsync_not_moved_back",
             "Partition offsets left as they are because the target's is already further.",
+            registry=r,
+        )
+        self.target_unknown = Counter(
+            "exactly_offsetsync_target_unknown",
+            "Partition offsets not committed in a cycle because the target did not tell where "
+            "the group is there (not listed and not answered, a transaction holding its offsets "
+            "open): never committed over an offset we do not know.",
             registry=r,
         )
         self.cycle_seconds = Histogram(

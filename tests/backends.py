@@ -16,6 +16,7 @@ import contextlib
 import os
 import socket
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -116,17 +117,31 @@ def _localkafka(base_dir: Path) -> dict[str, KafkaBackend]:
     clusters = [LocalCluster.create(base_dir / name, name) for name in CLUSTER_NAMES]
     # Tied to this process: a test session killed with SIGKILL leaves no broker behind.
     start_all(clusters, _READY_TIMEOUT_S, tie_to_parent=True)
-    return {
-        cluster.name: KafkaBackend(
-            cluster.name,
-            "localkafka",
-            cluster.bootstrap_servers,
-            cluster.cluster_id,
-            broker=_LocalBroker(cluster),
-            _stop=[cluster.stop],
-        )
-        for cluster in clusters
-    }
+    return {cluster.name: _local_backend(cluster) for cluster in clusters}
+
+
+def _local_backend(cluster: LocalCluster) -> KafkaBackend:
+    return KafkaBackend(
+        cluster.name,
+        "localkafka",
+        cluster.bootstrap_servers,
+        cluster.cluster_id,
+        broker=_LocalBroker(cluster),
+        _stop=[cluster.stop],
+    )
+
+
+@contextlib.contextmanager
+def cold_cluster(directory: Path, name: str) -> Iterator[KafkaBackend]:
+    """A new local cluster of one test's own, stopped when the block ends: for a test that must
+    be the first thing a cluster sees (no group coordinator loaded, no __consumer_offsets yet),
+    which the session's shared clusters are only for the first test that runs."""
+    cluster = LocalCluster.create(directory, name)
+    cluster.start(_READY_TIMEOUT_S, tie_to_parent=True)
+    try:
+        yield _local_backend(cluster)
+    finally:
+        cluster.stop()
 
 
 def _docker_engine_answers() -> bool:

@@ -10,7 +10,6 @@ import uuid
 import pytest
 from confluent_kafka import (
     Consumer,
-    ConsumerGroupTopicPartitions,
     KafkaException,
     Producer,
     TopicPartition,
@@ -20,18 +19,20 @@ from confluent_kafka.admin import AdminClient
 from envelope import HEADER_PROVENANCE, encode_provenance
 from offsetsync.checkpoints import Checkpoint, checkpoints_topic
 from runtime.settings import role_environment
+from tests.backends import choose_backend, cold_cluster
 from tests.commands import run_exactly
 from tests.kafka_helpers import ReadRecord, create_topic, read_all
 from tests.offsetsync.groups import (
     ALL,
     await_committed,
+    commit_offsets,
     committed_offsets,
     describe_with_kafka_tool,
     process_and_stop,
     resume_on_target,
 )
 from tests.replication.processes import role_processes
-from tests.replication.scrape import free_port, sample, scrape
+from tests.replication.scrape import await_metric, free_port, sample, scrape
 from tests.validator.planting import PARTITIONS, copy_to_destination, create_source
 
 INTERVAL_MS = "300"
@@ -117,8 +118,9 @@ def _move_and_resume(flow, source_cluster, target_cluster, tmp_path, suffix):
     env = _environment(source_cluster, target_cluster, base, suffix, prefix)
     with role_processes(tmp_path) as roles:
         sync = roles.start("offsetsync", env)
-        for group, (_topic_name, offsets) in committed.items():
-            await_committed(target_cluster.bootstrap_servers, group, partitions=len(offsets))
+        for group, (topic_name, offsets) in committed.items():
+            copy = f"{topics[topic_name]}.{suffix}"
+            await_committed(target_cluster.bootstrap_servers, group, copy, partitions=len(offsets))
         metrics = scrape(env["METRICS_PORT"])
         assert sample(metrics, "exactly_offsetsync_groups", state="synced") == len(committed)
         assert sync.terminate() == 0
@@ -146,7 +148,8 @@ def test_groups_resume_on_the_target_with_nothing_re_read_and_nothing_skipped(
         assert read == unread, (group, partition)
     # Kafka's own tool, from the brokers' jars, sees the translated offsets on the target.
     group = f"{prefix}.mid-stream"
-    on_target = committed_offsets(target_cluster.bootstrap_servers, group)
+    copy = f"{flow[1]['planted']}.copy"
+    on_target = committed_offsets(target_cluster.bootstrap_servers, group, copy)
     assert describe_with_kafka_tool(target_cluster.bootstrap_servers, group) == on_target
 
 
@@ -157,18 +160,10 @@ def test_without_the_header_groups_skip_nothing(flow, source_cluster, target_clu
         assert read[len(read) - len(unread) :] == unread, (group, partition)
 
 
-def _commit_on(bootstrap, group, topic, offsets):
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    request = ConsumerGroupTopicPartitions(
-        group, [TopicPartition(topic, p, o) for p, o in offsets.items()]
-    )
-    admin.alter_consumer_group_offsets([request])[group].result(30)
-
-
-def _checkpoints(target_cluster, flow_name, group):
+def _checkpoints(target_bootstrap, flow_name, group):
     consumer = Consumer(
         {
-            "bootstrap.servers": target_cluster.bootstrap_servers,
+            "bootstrap.servers": target_bootstrap,
             "group.id": "test-checkpoint-reader",
             "enable.auto.commit": False,
         }
@@ -188,19 +183,45 @@ def _checkpoints(target_cluster, flow_name, group):
         consumer.close()
 
 
+TARGETS = ("shared", "cold", "restarted")
+
+
+@pytest.fixture(params=TARGETS)
+def scenario_target(request, flow, source_cluster, target_cluster, tmp_path):
+    """The target of a scenario: the session's shared one (warmed by whatever ran before), one
+    of the test's own that has seen nothing yet ("cold"), or one of its own whose broker is
+    killed and restarted while offset sync runs ("restarted"). With its copy of the planted
+    topic (with the provenance header)."""
+    if request.param == "shared":
+        yield target_cluster
+        return
+    if choose_backend() != "localkafka":
+        pytest.skip("a cluster of the test's own needs localkafka")
+    with cold_cluster(tmp_path / "target", f"{request.param}-target") as target:
+        _base, topics, records = flow
+        copy_to_destination(
+            target.bootstrap_servers,
+            f"{topics['planted']}.copy",
+            records["planted"],
+            source_cluster_id=source_cluster.cluster_id,
+            faults=False,
+        )
+        yield target
+
+
 def test_an_active_group_is_never_moved_offsets_never_go_back_and_deleted_ones_stay(
-    flow, source_cluster, target_cluster, tmp_path
+    flow, source_cluster, scenario_target, tmp_path, request
 ):
+    restart = request.node.callspec.params["scenario_target"] == "restarted"
     base, topics, _records = flow
     topic, copy = topics["planted"], f"{topics['planted']}.copy"
     prefix = f"g{uuid.uuid4().hex[:8]}"
     active, ahead, deleted = (f"{prefix}.{name}" for name in ("active", "ahead", "deleted"))
-    source, target = source_cluster.bootstrap_servers, target_cluster.bootstrap_servers
+    source, target = source_cluster.bootstrap_servers, scenario_target.bootstrap_servers
     everywhere = dict.fromkeys(range(PARTITIONS), 5)
-    for group in (active, ahead, deleted):
-        _commit_on(source, group, topic, everywhere)
-    # `ahead` already read further on the target; `active` has a member there.
-    _commit_on(target, ahead, copy, dict.fromkeys(range(PARTITIONS), 20))
+    # `ahead` already read further on the target: the first thing a cold target sees.
+    commit_offsets(target, ahead, copy, dict.fromkeys(range(PARTITIONS), 20))
+    # `active` has a member there.
     member = Consumer(
         {"bootstrap.servers": target, "group.id": active, "enable.auto.commit": False}
     )
@@ -209,13 +230,20 @@ def test_an_active_group_is_never_moved_offsets_never_go_back_and_deleted_ones_s
     while not member.assignment():
         assert time.monotonic() < deadline, "the member on the target got no partitions"
         member.poll(0.2)
-    env = _environment(source_cluster, target_cluster, base, "copy", prefix)
+    env = _environment(source_cluster, scenario_target, base, "copy", prefix)
     try:
         with role_processes(tmp_path) as roles:
             sync = roles.start("offsetsync", env)
-            synced = await_committed(target, deleted, partitions=PARTITIONS)
-            assert synced == {(copy, p): 5 for p in range(PARTITIONS)}
-            deadline = time.monotonic() + 30
+            if restart:
+                # The groups' source commits meet a target that is down, then one whose group
+                # coordinator has just loaded again from its log.
+                scenario_target.broker.kill()
+            for group in (active, ahead, deleted):
+                commit_offsets(source, group, topic, everywhere)
+            if restart:
+                scenario_target.broker.restart()
+            synced = await_committed(target, deleted, copy, everywhere, timeout_s=90)
+            deadline = time.monotonic() + 60
             while (
                 sample(
                     scrape(env["METRICS_PORT"]),
@@ -228,15 +256,16 @@ def test_an_active_group_is_never_moved_offsets_never_go_back_and_deleted_ones_s
                 time.sleep(0.2)
             # Not moved: the member's group has no offsets on the target; the translations are
             # in the checkpoint topic instead.
-            assert committed_offsets(target, active) == {}
-            checkpoints = _checkpoints(target_cluster, env["REPLICATION_FLOW"], active)
+            assert committed_offsets(target, active, copy) == {}
+            checkpoints = _checkpoints(target, env["REPLICATION_FLOW"], active)
             assert {(c.partition, c.offset, c.committed) for c in checkpoints} == {
                 (p, 5, False) for p in range(PARTITIONS)
             }
             # Never backwards: `ahead` stays at 20 on the target.
-            metrics = scrape(env["METRICS_PORT"])
-            assert sample(metrics, "exactly_offsetsync_not_moved_back_total") == PARTITIONS
-            assert committed_offsets(target, ahead) == {(copy, p): 20 for p in range(PARTITIONS)}
+            await_metric(env["METRICS_PORT"], "exactly_offsetsync_not_moved_back_total", PARTITIONS)
+            assert committed_offsets(target, ahead, copy) == {
+                (copy, p): 20 for p in range(PARTITIONS)
+            }
             # The source group `deleted` is deleted: its target offsets stay as they are.
             admin = AdminClient({"bootstrap.servers": source})
             admin.delete_consumer_groups([deleted])[deleted].result(30)
@@ -244,20 +273,71 @@ def test_an_active_group_is_never_moved_offsets_never_go_back_and_deleted_ones_s
             # The member leaves: the group is free, and the next cycle moves it.
             member.close()
             member = None
-            await_committed(target, active, {(copy, p): 5 for p in range(PARTITIONS)})
-            assert committed_offsets(target, deleted) == synced
+            await_committed(target, active, copy, everywhere)
+            assert committed_offsets(target, deleted, copy) == synced
             # A source commit further on moves the target forward; one back does not. Source
             # offset 35 is the 24th readable record (16-26 are aborted and markers): copy 23.
-            _commit_on(source, ahead, topic, dict.fromkeys(range(PARTITIONS), 35))
-            moved = {(copy, p): 23 for p in range(PARTITIONS)}
-            await_committed(target, ahead, moved)
-            _commit_on(source, ahead, topic, dict.fromkeys(range(PARTITIONS), 2))
+            commit_offsets(source, ahead, topic, dict.fromkeys(range(PARTITIONS), 35))
+            moved = dict.fromkeys(range(PARTITIONS), 23)
+            await_committed(target, ahead, copy, moved)
+            commit_offsets(source, ahead, topic, dict.fromkeys(range(PARTITIONS), 2))
             _await_cycles(env["METRICS_PORT"], 3)
-            assert committed_offsets(target, ahead) == moved
+            assert committed_offsets(target, ahead, copy) == {
+                (copy, p): o for p, o in moved.items()
+            }
             assert sync.terminate() == 0
     finally:
         if member is not None:
             member.close()
+
+
+def test_a_group_whose_target_offsets_are_pending_is_not_moved_until_they_are_known(
+    flow, source_cluster, target_cluster, tmp_path
+):
+    """A transactional application on the target holds an offset commit of the group open: the
+    target answers UNSTABLE_OFFSET_COMMIT for its partitions, so where the group is there is not
+    known. Offset sync must not commit over it; once the transaction aborts, the stable offsets
+    (ahead of the translation) are there and are kept."""
+    base, topics, _records = flow
+    topic, copy = topics["planted"], f"{topics['planted']}.copy"
+    prefix = f"g{uuid.uuid4().hex[:8]}"
+    group = f"{prefix}.pending"
+    source, target = source_cluster.bootstrap_servers, target_cluster.bootstrap_servers
+    commit_offsets(target, group, copy, dict.fromkeys(range(PARTITIONS), 20))
+    application = Producer({"bootstrap.servers": target, "transactional.id": f"{prefix}.app"})
+    application.init_transactions(30)
+    application.begin_transaction()
+    outside = Consumer({"bootstrap.servers": target, "group.id": group})
+    try:
+        application.send_offsets_to_transaction(
+            [TopicPartition(copy, p, 25) for p in range(PARTITIONS)],
+            outside.consumer_group_metadata(),
+            30,
+        )
+    finally:
+        outside.close()
+    commit_offsets(source, group, topic, dict.fromkeys(range(PARTITIONS), 5))
+    env = _environment(source_cluster, target_cluster, base, "copy", prefix)
+    with role_processes(tmp_path) as roles:
+        sync = roles.start("offsetsync", env)
+        # Until a cycle has decided on every partition: committed, or left as unknown.
+        decided = (
+            "exactly_offsetsync_offsets_committed_total",
+            "exactly_offsetsync_target_unknown_total",
+        )
+        await_metric(env["METRICS_PORT"], decided, PARTITIONS)
+        metrics = scrape(env["METRICS_PORT"])
+        assert sample(metrics, "exactly_offsetsync_offsets_committed_total") == 0
+        assert sample(metrics, "exactly_offsetsync_groups", state="target_unknown") == 1
+        sync.wait_for_log("the target did not tell where the group is.*group=" + group)
+        application.abort_transaction(30)
+        _await_cycles(env["METRICS_PORT"], 3)
+        # The stable offsets were further than the translation: kept, never moved back.
+        assert committed_offsets(target, group, copy) == {(copy, p): 20 for p in range(PARTITIONS)}
+        metrics = scrape(env["METRICS_PORT"])
+        assert sample(metrics, "exactly_offsetsync_not_moved_back_total") == PARTITIONS
+        assert sample(metrics, "exactly_offsetsync_groups", state="synced") == 1
+        assert sync.terminate() == 0
 
 
 def _await_cycles(port, count):
@@ -314,16 +394,16 @@ def test_a_group_ahead_of_replication_waits_and_one_behind_source_retention_is_l
     )
     prefix = f"g{uuid.uuid4().hex[:8]}"
     behind, ahead, lost = f"{prefix}.behind", f"{prefix}.ahead", f"{prefix}.lost"
-    _commit_on(source_cluster.bootstrap_servers, behind, base, {0: 5})
-    _commit_on(source_cluster.bootstrap_servers, ahead, base, {0: 20})
+    commit_offsets(source_cluster.bootstrap_servers, behind, base, {0: 5})
+    commit_offsets(source_cluster.bootstrap_servers, ahead, base, {0: 20})
     # `lost` stopped at 1; retention then deleted the source's records below 3.
-    _commit_on(source_cluster.bootstrap_servers, lost, base, {0: 1})
+    commit_offsets(source_cluster.bootstrap_servers, lost, base, {0: 1})
     admin = AdminClient({"bootstrap.servers": source_cluster.bootstrap_servers})
     admin.delete_records([TopicPartition(base, 0, 3)])[TopicPartition(base, 0, 3)].result(30)
     env = _environment(source_cluster, target_cluster, base, "copy", prefix)
     with role_processes(tmp_path) as roles:
         sync = roles.start("offsetsync", env)
-        await_committed(target_cluster.bootstrap_servers, behind, {(copy, 0): 5})
+        await_committed(target_cluster.bootstrap_servers, behind, copy, {0: 5})
         _await_cycles(env["METRICS_PORT"], 2)
         metrics = scrape(env["METRICS_PORT"])
         assert sample(metrics, "exactly_offsetsync_groups", state="waiting") == 1
@@ -331,8 +411,8 @@ def test_a_group_ahead_of_replication_waits_and_one_behind_source_retention_is_l
         sync.wait_for_log("committed offset below the source's log start.*group=" + lost)
         # Never guessed: no offset on the target for the group whose next record is not there,
         # nor for the one whose next records are gone from the source.
-        assert committed_offsets(target_cluster.bootstrap_servers, ahead) == {}
-        assert committed_offsets(target_cluster.bootstrap_servers, lost) == {}
+        assert committed_offsets(target_cluster.bootstrap_servers, ahead, copy) == {}
+        assert committed_offsets(target_cluster.bootstrap_servers, lost, copy) == {}
         # Replication goes on: the rest arrives, with the header stage 2 writes.
         rest = Producer({"bootstrap.servers": target_cluster.bootstrap_servers})
         for record in records[10:]:
@@ -345,7 +425,7 @@ def test_a_group_ahead_of_replication_waits_and_one_behind_source_retention_is_l
                 timestamp=record.timestamp[1],
             )
         assert rest.flush(30) == 0
-        await_committed(target_cluster.bootstrap_servers, ahead, {(copy, 0): 20})
+        await_committed(target_cluster.bootstrap_servers, ahead, copy, {0: 20})
         assert sync.terminate() == 0
 
 
@@ -360,18 +440,20 @@ def test_offsetsync_rides_out_a_source_broker_restart(
     base, topics, _records = flow
     topic, copy = topics["planted"], f"{topics['planted']}.copy"
     group = f"g{uuid.uuid4().hex[:8]}.restart"
-    _commit_on(source_cluster.bootstrap_servers, group, topic, dict.fromkeys(range(PARTITIONS), 3))
+    commit_offsets(
+        source_cluster.bootstrap_servers, group, topic, dict.fromkeys(range(PARTITIONS), 3)
+    )
     env = _environment(source_cluster, target_cluster, base, "copy", group)
     with role_processes(tmp_path) as roles:
         sync = roles.start("offsetsync", env)
         await_committed(
-            target_cluster.bootstrap_servers, group, {(copy, p): 3 for p in range(PARTITIONS)}
+            target_cluster.bootstrap_servers, group, copy, dict.fromkeys(range(PARTITIONS), 3)
         )
         source_cluster.broker.restart()
         deadline = time.monotonic() + 60
-        while True:  # the first commits after the restart may meet the coordinator loading
+        while True:  # the first commits after the restart may meet the broker still away
             try:
-                _commit_on(
+                commit_offsets(
                     source_cluster.bootstrap_servers,
                     group,
                     topic,
@@ -384,7 +466,8 @@ def test_offsetsync_rides_out_a_source_broker_restart(
         await_committed(
             target_cluster.bootstrap_servers,
             group,
-            {(copy, p): 10 for p in range(PARTITIONS)},
+            copy,
+            dict.fromkeys(range(PARTITIONS), 10),
             timeout_s=90,
         )
         assert sync.is_running(), sync.log_tail()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import socket
+import time
+import urllib.error
 import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -36,3 +38,23 @@ def total(metrics: str, name: str) -> float:
         for found in family.samples
         if found.name == name
     )
+
+
+def await_metric(
+    port: str | int, names: str | tuple[str, ...], at_least: float, timeout_s: float = 60
+) -> float:
+    """The sum of the samples ``names`` (no labels; an absent one counts 0) once it is at least
+    ``at_least``, also while the role is still opening its port; fails with the last sum after
+    the timeout."""
+    wanted = (names,) if isinstance(names, str) else names
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            metrics = scrape(port)
+            value = sum(sample(metrics, name) or 0 for name in wanted)
+        except urllib.error.URLError:  # not listening yet
+            value = 0
+        if value >= at_least:
+            return value
+        assert time.monotonic() < deadline, f"{wanted} = {value}, wanted at least {at_least}"
+        time.sleep(0.2)
