@@ -163,7 +163,7 @@ class ClusterGroups:
 
 
 def _group_offsets(group: str, found: Iterable[TopicPartition]) -> GroupOffsets:
-    offsets, unknown = {}, set()
+    offsets, unknown, errors = {}, set(), set()
     for tp in found:
         key = (tp.topic, tp.partition)
         if tp.error is not None:
@@ -171,15 +171,16 @@ def _group_offsets(group: str, found: Iterable[TopicPartition]) -> GroupOffsets:
             # commits offsets of this group is open (seen here on Kafka 4.3.1 with
             # require_stable). Dropping the partition would make it look as if it had none.
             unknown.add(key)
-            log.info(
-                "group offset not fetched this cycle",
-                group=group,
-                topic=tp.topic,
-                partition=tp.partition,
-                error=tp.error.str(),
-            )
+            errors.add(tp.error.str())
         elif tp.offset >= 0:
             offsets[key] = tp.offset
+    if unknown:
+        log.info(
+            "group offsets of some partitions not fetched this cycle",
+            group=group,
+            partitions=len(unknown),
+            errors=",".join(sorted(errors)),
+        )
     return GroupOffsets(offsets, frozenset(unknown))
 
 
