@@ -15,7 +15,7 @@ install: $(VENV)/.installed kafka-jars spark-connector
 $(VENV)/.installed: pyproject.toml $(wildcard */__init__.py)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e '.[test,validator]'
 	touch $@
 
 kafka-jars: $(VENV)/.installed

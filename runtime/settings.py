@@ -50,6 +50,10 @@ from runtime.values import (
 # An environment variable under one of these prefixes must be one we know, or start-up stops.
 # STATE_DIR and METRICS_PORT are known by their exact names only.
 PREFIXES = ("KAFKA_CLUSTERS_", "REPLICATION_", "OFFSETSYNC_", "EXACTLY_")
+# kafka-reo's manifests (the seed) name the application with APPLICATION_NAME: here it names the
+# flow, as REPLICATION_FLOW does, rather than being ignored without a word.
+APPLICATION_NAME = "APPLICATION_NAME"
+_FLOW_VARIABLE = "REPLICATION_FLOW"
 DEFAULT_MARK = "  # default"
 _BOOTSTRAP_ALIAS = "BOOTSTRAP_SERVERS"
 
@@ -333,7 +337,9 @@ def role_environment(settings: Mapping[str, str]) -> dict[str, str]:
     product's own variables (a shell's exports for other clusters must not leak into it),
     with unbuffered output, plus `settings`."""
     inherited = {
-        name: value for name, value in os.environ.items() if not name.upper().startswith(PREFIXES)
+        name: value
+        for name, value in os.environ.items()
+        if not name.upper().startswith(PREFIXES) and name != APPLICATION_NAME
     }
     return {**inherited, "PYTHONUNBUFFERED": "1", **settings}
 
@@ -342,6 +348,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     """The settings from ``environ`` (default: ``os.environ``); ConfigError if anything is wrong."""
     env = dict(os.environ if environ is None else environ)
     _reject_unknown(env)
+    _flow_from_application_name(env)
     data: dict[str, Any] = {}
     for cluster in _clusters():
         properties = read_client_properties(
@@ -427,6 +434,23 @@ def _clusters() -> dict[str, str]:
         for name, info in Settings.model_fields.items()
         if info.alias and _is_group(info)
     }
+
+
+def _flow_from_application_name(env: dict[str, str]) -> None:
+    name = env.get(APPLICATION_NAME)
+    if name is None:
+        return
+    flow = env.get(_FLOW_VARIABLE)
+    if flow is not None and flow != name:
+        raise ConfigError(
+            APPLICATION_NAME,
+            f"names the flow, and {_FLOW_VARIABLE}={flow} names another: set one of the two",
+            name,
+        )
+    try:
+        env[_FLOW_VARIABLE] = check_flow_name(name)
+    except ValueError as exc:
+        raise ConfigError(APPLICATION_NAME, str(exc)) from None
 
 
 def _reject_unknown(env: Mapping[str, str]) -> None:

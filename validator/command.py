@@ -199,7 +199,18 @@ def _run(
         print(f"exactly validate: configuration error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     configure_logging(settings.log_level, "validator")
-    from validator.audit import AuditOptions, run_audit
+    try:
+        from validator.audit import AuditOptions, run_audit
+    except ModuleNotFoundError as exc:
+        # The roles' install leaves Spark out (the `validator` extra brings it).
+        if (exc.name or "").partition(".")[0] != "pyspark":
+            raise
+        print(
+            "exactly validate: needs pyspark, which this install leaves out: "
+            "pip install 'kafka-exactly[validator]' (or run the exactly-validator image)",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
     from validator.progress import Progress
     from validator.render import render_table, write_chart
     from validator.report import write_json

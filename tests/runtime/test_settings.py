@@ -52,6 +52,18 @@ def test_source_topic_alone_keeps_its_name():
     assert loaded.destination_topic("payments") is None
 
 
+def test_application_name_of_the_seeds_manifests_names_the_flow():
+    assert load(APPLICATION_NAME="orders-dr").flow == "orders-dr"
+    assert load(APPLICATION_NAME="orders-dr", REPLICATION_FLOW="orders-dr").flow == "orders-dr"
+    assert str(config_error(APPLICATION_NAME="orders-dr", REPLICATION_FLOW="other")) == (
+        "APPLICATION_NAME='orders-dr': names the flow, and REPLICATION_FLOW=other names another: "
+        "set one of the two"
+    )
+    assert str(config_error(APPLICATION_NAME="orders dr")).startswith(
+        "APPLICATION_NAME: 'orders dr' is not a valid flow name"
+    )
+
+
 def test_defaults():
     loaded = load()
     assert loaded.flow == "default"
