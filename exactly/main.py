@@ -44,6 +44,14 @@ def offsetsync() -> None:
     sys.exit(run())
 
 
+@cli.command(context_settings={"ignore_unknown_options": True})
+def run() -> None:
+    """Every role of one flow, supervised, in one process: restarted when one dies (environment)."""
+    from exactly.supervise import run as run_supervised
+
+    sys.exit(run_supervised())
+
+
 cli.add_command(kafka)
 cli.add_command(config)
 cli.add_command(demo)

@@ -45,13 +45,16 @@ def free_metrics_ports(count: int) -> list[int]:
 
 
 class RoleProcess:
-    """One role as a child process that the demo starts, SIGKILLs, restarts and stops."""
+    """One role as a child process that the demo (or `exactly run`) starts, SIGKILLs, restarts
+    and stops. Without a log directory its output is this process's own (a container's log)."""
 
-    def __init__(self, role: str, env: Mapping[str, str], log_dir: Path, metrics_port: int) -> None:
+    def __init__(
+        self, role: str, env: Mapping[str, str], log_dir: Path | None, metrics_port: int
+    ) -> None:
         self.role = role
         self.metrics_port = metrics_port
         self.env = dict(env)
-        self.log_path = log_dir / f"{role}.log"
+        self.log_path = None if log_dir is None else log_dir / f"{role}.log"
         self.starts = 0
         self._process: subprocess.Popen[bytes] | None = None
         self._expected_exit = False
@@ -63,18 +66,21 @@ class RoleProcess:
     def start(self) -> int:
         """Start the role; its pid."""
         command = [sys.executable, "-m", self.role]
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self.starts += 1
-        with self.log_path.open("ab") as log:
-            log.write(f"=== exactly demo: start {self.starts} at {time.ctime()}\n".encode())
-            log.flush()
+        with contextlib.ExitStack() as stack:
+            log = None
+            if self.log_path is not None:
+                self.log_path.parent.mkdir(parents=True, exist_ok=True)
+                log = stack.enter_context(self.log_path.open("ab"))
+                log.write(f"=== exactly demo: start {self.starts} at {time.ctime()}\n".encode())
+                log.flush()
             self._process = subprocess.Popen(
                 command,
                 env=self.env,
-                cwd=self.log_path.parent,
+                cwd=None if self.log_path is None else self.log_path.parent,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
-                stderr=subprocess.STDOUT,
+                stderr=None if log is None else subprocess.STDOUT,
                 start_new_session=True,
                 preexec_fn=_die_with_parent(),
             )
@@ -98,19 +104,30 @@ class RoleProcess:
 
         The exit status, or None when it had to be SIGKILLed (or never ran).
         """
+        self.ask_to_stop()
+        return self.await_stop(timeout_s)
+
+    def ask_to_stop(self) -> None:
+        """SIGTERM, without waiting: several roles drain side by side."""
         process = self._process
         if process is None:
-            return None
+            return
         self._expected_exit = True
         if process.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 process.send_signal(signal.SIGTERM)
-            try:
-                return process.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                self.kill()
-                return None
-        return process.returncode
+
+    def await_stop(self, timeout_s: float) -> int | None:
+        """After ``ask_to_stop``: the exit status, or None when it had to be SIGKILLed after
+        ``timeout_s`` (or never ran)."""
+        process = self._process
+        if process is None:
+            return None
+        try:
+            return process.wait(max(timeout_s, 0))
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return None
 
     def unexpected_exit(self) -> int | None:
         """The exit status when the role ended by itself (not by the demo's hand), else None."""
@@ -122,6 +139,8 @@ class RoleProcess:
         return self._process is not None and self._process.poll() is None
 
     def log_tail(self, lines: int = 15) -> str:
+        if self.log_path is None:
+            return "(its output is this process's own)"
         try:
             text = self.log_path.read_text(errors="replace")
         except FileNotFoundError:

@@ -41,17 +41,21 @@ def total(metrics: str, name: str) -> float:
 
 
 def await_metric(
-    port: str | int, names: str | tuple[str, ...], at_least: float, timeout_s: float = 60
+    port: str | int,
+    names: str | tuple[str, ...],
+    at_least: float,
+    timeout_s: float = 60,
+    **labels: str,
 ) -> float:
-    """The sum of the samples ``names`` (no labels; an absent one counts 0) once it is at least
-    ``at_least``, also while the role is still opening its port; fails with the last sum after
-    the timeout."""
+    """The sum of the samples ``names`` with exactly ``labels`` (an absent one counts 0) once it
+    is at least ``at_least``, also while the role is still opening its port; fails with the last
+    sum after the timeout."""
     wanted = (names,) if isinstance(names, str) else names
     deadline = time.monotonic() + timeout_s
     while True:
         try:
             metrics = scrape(port)
-            value = sum(sample(metrics, name) or 0 for name in wanted)
+            value = sum(sample(metrics, name, **labels) or 0 for name in wanted)
         except urllib.error.URLError:  # not listening yet
             value = 0
         if value >= at_least:

@@ -1,0 +1,191 @@
+"""`exactly run`: every role of one flow as supervised child processes of one process, the seed's
+single `docker run` (DESIGN.md §7). The separate role commands stay for scaled deployments.
+
+- The roles: the replicator and the deduplicator, and offset sync when OFFSETSYNC_GROUPS_INCLUDE
+  selects groups. Each is `python -m <role>` with this process's environment; their output is
+  this process's (the container's log), each line naming its role (`role=`); this process's
+  own lines name the role they are about as `child=`.
+- METRICS_PORT is this process's (restarts and which roles are up, /healthz, /readyz); the
+  roles serve theirs on the next ports (replicator +1, deduplicator +2, offset sync +3), or none
+  when METRICS_PORT is 0.
+- A role that exits is started again after a back-off that doubles from 1 s to 30 s (back to
+  1 s once it has run for a minute), logged with its exit status and counted. A role that exits
+  2 (its configuration is wrong) is not: everything stops, exit 2.
+- SIGTERM reaches every role at once; each drains (exit 0) within the drain time or is
+  SIGKILLed. Exit 0 when every role drained cleanly, else 1.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from exactly.demo.roles import DEDUPLICATOR, OFFSETSYNC, REPLICATOR, RoleProcess
+from runtime import ConfigError, ExactlyError, GracefulShutdown, Health, Settings, get_logger
+from runtime.liveness import Heartbeat
+from runtime.role import EXIT_CONFIG, run_role
+
+log = get_logger("run")
+
+PORT_OFFSETS = {REPLICATOR: 1, DEDUPLICATOR: 2, OFFSETSYNC: 3}
+_BACKOFF_FIRST_S = 1.0
+_BACKOFF_MAX_S = 30.0
+_HEALTHY_AFTER_S = 60.0  # a role that ran this long starts its back-off from the first step again
+# Longer than a role's own drain (the open transaction, the acknowledged commit); a pod's
+# terminationGracePeriodSeconds must be longer still.
+DRAIN_S = 60.0
+_LOOK_EVERY_S = 0.2
+
+
+class _Metrics:
+    def __init__(self, roles: list[str]) -> None:
+        self.registry = CollectorRegistry()
+        self.up = Gauge(
+            "exactly_run_role_up",
+            "1 while the role's process runs, 0 while it waits to be started again.",
+            ["role"],
+            registry=self.registry,
+        )
+        self.restarts = Counter(
+            "exactly_run_role_restarts",
+            "Times a role's process exited by itself and was started again.",
+            ["role"],
+            registry=self.registry,
+        )
+        for role in roles:
+            self.up.labels(role).set(0)
+            self.restarts.labels(role)
+
+
+class _Child:
+    """One role and when it may be started again."""
+
+    def __init__(self, process: RoleProcess) -> None:
+        self.process = process
+        self.started = 0.0
+        self.backoff_s = _BACKOFF_FIRST_S
+        self.restart_at: float | None = None  # set while it waits out its back-off
+
+
+def roles_of(settings: Settings) -> list[str]:
+    roles = [REPLICATOR, DEDUPLICATOR]
+    if settings.groups_include:
+        roles.append(OFFSETSYNC)
+    return roles
+
+
+def role_ports(metrics_port: int, roles: list[str]) -> dict[str, int]:
+    return {role: metrics_port + PORT_OFFSETS[role] if metrics_port else 0 for role in roles}
+
+
+def run() -> int:
+    """`exactly run`; the exit status."""
+    # Every role's series exist from the start (offset sync's at 0 when it does not run): the
+    # registry is served before the configuration says which roles run.
+    metrics = _Metrics([REPLICATOR, DEDUPLICATOR, OFFSETSYNC])
+
+    def work(
+        settings: Settings, health: Health, shutdown: GracefulShutdown, heartbeat: Heartbeat
+    ) -> None:
+        _supervise(settings, health, shutdown, heartbeat, metrics, os.environ)
+
+    return run_role("run", work, registry=metrics.registry)
+
+
+def _supervise(
+    settings: Settings,
+    health: Health,
+    shutdown: GracefulShutdown,
+    heartbeat: Heartbeat,
+    metrics: _Metrics,
+    environ: Mapping[str, str],
+) -> None:
+    roles = roles_of(settings)
+    ports = role_ports(settings.metrics_port, roles)
+    children = {
+        role: _Child(RoleProcess(role, {**environ, "METRICS_PORT": str(port)}, None, port))
+        for role, port in ports.items()
+    }
+    log.info("starting the roles", roles=",".join(roles), metrics_ports=_describe(ports))
+    for role, child in children.items():
+        _start(role, child, metrics)
+    with heartbeat:
+        try:
+            while not shutdown.wait(_LOOK_EVERY_S):
+                heartbeat.beat()
+                for role, child in children.items():
+                    _look_after(role, child, metrics)
+                waiting = [role for role, child in children.items() if child.restart_at]
+                health.set_ready(not waiting, f"waiting to start again: {','.join(waiting)}")
+        finally:
+            health.set_ready(False, "stopping")
+            clean = _drain(children, metrics)
+    if not clean:
+        raise RoleNotDrainedError("a role did not drain cleanly (see its lines above)")
+
+
+def _start(role: str, child: _Child, metrics: _Metrics) -> None:
+    pid = child.process.start()
+    child.started = time.monotonic()
+    child.restart_at = None
+    metrics.up.labels(role).set(1)
+    log.info("role started", child=role, pid=pid, start=child.process.starts)
+
+
+def _look_after(role: str, child: _Child, metrics: _Metrics) -> None:
+    now = time.monotonic()
+    if child.restart_at is not None:
+        if now >= child.restart_at:
+            _start(role, child, metrics)
+        return
+    status = child.process.unexpected_exit()
+    if status is None:
+        return
+    metrics.up.labels(role).set(0)
+    if status == EXIT_CONFIG:
+        # Starting it again would fail the same way: an operator must act.
+        raise ConfigError(role, f"the role exited {status}: its configuration is wrong")
+    if now - child.started >= _HEALTHY_AFTER_S:
+        child.backoff_s = _BACKOFF_FIRST_S
+    child.restart_at = now + child.backoff_s
+    metrics.restarts.labels(role).inc()
+    log.warning(
+        "role exited; starting again",
+        child=role,
+        exit_status=status,
+        ran_s=round(now - child.started, 1),
+        in_s=child.backoff_s,
+    )
+    child.backoff_s = min(child.backoff_s * 2, _BACKOFF_MAX_S)
+
+
+def _drain(children: Mapping[str, _Child], metrics: _Metrics) -> bool:
+    """SIGTERM to every role at once, then wait for each within one deadline; whether all
+    exited 0 (a role waiting out its back-off has nothing to drain)."""
+    running = {role: c for role, c in children.items() if c.process.is_running()}
+    for child in running.values():
+        child.process.ask_to_stop()
+    deadline = time.monotonic() + DRAIN_S
+    clean = True
+    for role, child in running.items():
+        status = child.process.await_stop(deadline - time.monotonic())
+        metrics.up.labels(role).set(0)
+        if status == 0:
+            log.info("role drained", child=role)
+        else:
+            clean = False
+            log.warning("role did not drain cleanly", child=role, exit_status=status)
+    return clean
+
+
+def _describe(ports: Mapping[str, int]) -> str:
+    if not any(ports.values()):
+        return "off"
+    return ",".join(f"{role}:{port}" for role, port in ports.items())
+
+
+class RoleNotDrainedError(ExactlyError):
+    """A role did not exit 0 within the drain time after SIGTERM (exit 1)."""

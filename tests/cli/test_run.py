@@ -1,0 +1,111 @@
+"""`exactly run`: every role of a flow in one process tree, as one container runs them."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import uuid
+
+from confluent_kafka import Producer
+
+from tests.replication.processes import role_processes
+from tests.replication.scrape import await_metric, sample, scrape, total
+from tests.replication.staging import read_source
+from tests.replication.test_deduplicator import (
+    _await_destination,
+    _traffic_flow,
+    assert_exactly_once,
+)
+
+
+def _free_ports(count: int) -> int:
+    """The first of ``count`` consecutive free ports (the process's and its roles')."""
+    for _ in range(100):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            first = probe.getsockname()[1]
+        if first + count < 65536 and all(_free(first + i) for i in range(count)):
+            return first
+    raise AssertionError(f"no {count} consecutive free ports")
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _produce(bootstrap: str, topic: str, partitions: int, start: int, count: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for i in range(start, start + count):
+        producer.produce(topic, key=b"k%d" % i, value=b"v-%d" % i, partition=i % partitions)
+    assert producer.flush(30) == 0
+
+
+def test_exactly_run_restarts_a_killed_role_and_copies_exactly_once(
+    source_cluster, target_cluster, tmp_path, unique_topic
+):
+    topic = unique_topic("orders")
+    env = _traffic_flow(source_cluster, target_cluster, tmp_path, unique_topic, {topic: 3})
+    port = _free_ports(4)
+    env.update(METRICS_PORT=str(port), OFFSETSYNC_GROUPS_INCLUDE=f"g{uuid.uuid4().hex[:8]}.*")
+    _produce(source_cluster.bootstrap_servers, topic, 3, 0, 600)
+    with role_processes(tmp_path) as processes:
+        supervisor = processes.start("exactly", env, args=("run",), name="run")
+        started = supervisor.wait_for_log(r"role started.*child=deduplicator.*pid=(\d+)", 60)
+        for role in ("replicator", "offsetsync"):
+            supervisor.wait_for_log(f"role started.*child={role}")
+        source = read_source(source_cluster.bootstrap_servers, [topic])
+        assert_exactly_once(source_cluster, source, _await_destination(target_cluster, source))
+        # Each role serves its own metrics on the ports after the process's own.
+        assert total(scrape(port + 1), "exactly_replicator_records_total") == 600
+        assert total(scrape(port + 2), "exactly_deduplicator_records_written_total") == 600
+        assert total(scrape(port + 3), "exactly_offsetsync_cycle_seconds_count") > 0
+
+        # A crash of one role: started again, counted, and nothing lost or duplicated.
+        os.kill(int(started.group(1)), signal.SIGKILL)
+        supervisor.wait_for_log("role exited; starting again.*child=deduplicator.*exit_status=-9")
+        await_metric(port, "exactly_run_role_restarts_total", 1, role="deduplicator")
+        supervisor.wait_for_log(r"role started.*child=deduplicator.*start=2", 30)
+        _produce(source_cluster.bootstrap_servers, topic, 3, 600, 600)
+        source = read_source(source_cluster.bootstrap_servers, [topic])
+        assert_exactly_once(source_cluster, source, _await_destination(target_cluster, source))
+        metrics = scrape(port)
+        assert sample(metrics, "exactly_run_role_restarts_total", role="deduplicator") == 1
+        assert sample(metrics, "exactly_run_role_restarts_total", role="replicator") == 0
+        assert sample(metrics, "exactly_run_role_up", role="deduplicator") == 1
+
+        # SIGTERM drains every role, and the whole tree exits 0.
+        assert supervisor.terminate(90) == 0
+        log = supervisor.log_text()
+        for role in ("replicator", "deduplicator", "offsetsync"):
+            assert f'role drained" child={role}' in log, supervisor.log_tail()
+
+
+def test_exactly_run_stops_everything_when_a_role_says_its_configuration_is_wrong(
+    source_cluster, target_cluster, tmp_path
+):
+    # Offset sync needs a topic selection: the process's own check lets it through, the role
+    # exits 2, and starting it again would fail the same way.
+    env = {
+        "KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS": source_cluster.bootstrap_servers,
+        "KAFKA_CLUSTERS_DESTINATION_BOOTSTRAP_SERVERS": target_cluster.bootstrap_servers,
+        "OFFSETSYNC_GROUPS_INCLUDE": "app.*",
+        "REPLICATION_FLOW": f"f{uuid.uuid4().hex[:8]}",
+        "METRICS_PORT": "0",
+        "STATE_DIR": str(tmp_path / "state"),
+    }
+    with role_processes(tmp_path) as processes:
+        supervisor = processes.start("exactly", env, args=("run",), name="run")
+        assert supervisor.wait(90) == 2, supervisor.log_tail()
+        log = supervisor.log_text()
+        assert "exactly offsetsync: configuration error: REPLICATION_TOPICS_INCLUDE" in log
+        assert (
+            "exactly run: configuration error: offsetsync: the role exited 2: its configuration "
+            "is wrong"
+        ) in log
+        assert "role exited; starting again" not in log
