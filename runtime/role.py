@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 
 from confluent_kafka import KafkaException
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, ProcessCollector
 
 from runtime.errors import ConfigError, ExactlyError
 from runtime.http import Health, serve_http
@@ -42,7 +42,7 @@ def run_role(
     except ConfigError as exc:
         print(f"exactly {role}: configuration error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
-    configure_logging(settings.log_level, role)
+    configure_logging(settings.log_level, role, json=settings.log_format == "json")
     # `kill -USR1 <pid>` prints every thread's Python stack to stderr: what a stuck loop (a
     # 503 on /healthz) is waiting in, without stopping the process.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
@@ -50,7 +50,11 @@ def run_role(
     health = Health()
     server = None
     try:
-        server = serve_http(settings.metrics_port, registry=registry, health=health)
+        # Resident memory, CPU seconds, open files: what a pod's requests and limits are set by.
+        ProcessCollector(registry=registry)
+        server = serve_http(
+            settings.metrics_port, registry=registry, health=health, host=settings.metrics_host
+        )
         with GracefulShutdown() as shutdown:
             work(settings, health, shutdown, Heartbeat(health, LOOP_SILENCE_S))
     except ConfigError as exc:

@@ -48,7 +48,7 @@ from runtime.values import (
 )
 
 # An environment variable under one of these prefixes must be one we know, or start-up stops.
-# STATE_DIR and METRICS_PORT are known by their exact names only.
+# STATE_DIR, METRICS_PORT and METRICS_HOST are known by their exact names only.
 PREFIXES = ("KAFKA_CLUSTERS_", "REPLICATION_", "OFFSETSYNC_", "EXACTLY_")
 # kafka-reo's manifests (the seed) name the application with APPLICATION_NAME: here it names the
 # flow, as REPLICATION_FLOW does, rather than being ignored without a word.
@@ -75,6 +75,7 @@ Patterns = Annotated[tuple[re.Pattern[str], ...], _from_text(parse_patterns)]
 LogLevel = Annotated[
     Literal["DEBUG", "INFO", "WARNING", "ERROR"], _from_text(lambda text: text.strip().upper())
 ]
+LogFormat = Annotated[Literal["text", "json"], _from_text(lambda text: text.strip().lower())]
 
 
 class ClusterSettings(BaseModel):
@@ -264,8 +265,20 @@ class Settings(BaseSettings):
         description="HTTP port for metrics and health; 0 turns it off. 9464 is the "
         "Prometheus exporter default; give each role its own when several share a host.",
     )
+    metrics_host: Annotated[str, BeforeValidator(_non_empty)] = Field(
+        "0.0.0.0",
+        alias="METRICS_HOST",
+        description="The address METRICS_PORT binds to: 0.0.0.0 (every IPv4 address, what a "
+        "container's probes need), 127.0.0.1 to keep it on the host, :: for IPv6.",
+    )
     log_level: LogLevel = Field(
         "INFO", alias="EXACTLY_LOG_LEVEL", description="DEBUG, INFO, WARNING or ERROR."
+    )
+    log_format: LogFormat = Field(
+        "text",
+        alias="EXACTLY_LOG_FORMAT",
+        description="text (one key=value line per event) or json (one JSON object per line, "
+        "for log shippers).",
     )
 
     @classmethod

@@ -198,7 +198,7 @@ def _run(
     except ConfigError as exc:
         print(f"exactly validate: configuration error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    configure_logging(settings.log_level, "validator")
+    configure_logging(settings.log_level, "validator", json=settings.log_format == "json")
     try:
         from validator.audit import AuditOptions, run_audit
     except ModuleNotFoundError as exc:

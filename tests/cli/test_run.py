@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -109,3 +110,32 @@ def test_exactly_run_stops_everything_when_a_role_says_its_configuration_is_wron
             "is wrong"
         ) in log
         assert "role exited; starting again" not in log
+
+
+def test_json_logs_and_process_metrics_on_the_address_asked(
+    source_cluster, target_cluster, tmp_path
+):
+    port = _free_ports(3)
+    env = {
+        "KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS": source_cluster.bootstrap_servers,
+        "KAFKA_CLUSTERS_DESTINATION_BOOTSTRAP_SERVERS": target_cluster.bootstrap_servers,
+        "REPLICATION_TOPICS_INCLUDE": f"none-{uuid.uuid4().hex[:8]}",
+        "REPLICATION_FLOW": f"f{uuid.uuid4().hex[:8]}",
+        "METRICS_PORT": str(port),
+        "METRICS_HOST": "127.0.0.1",
+        "EXACTLY_LOG_FORMAT": "json",
+        "STATE_DIR": str(tmp_path / "state"),
+    }
+    with role_processes(tmp_path) as processes:
+        supervisor = processes.start("exactly", env, args=("run",), name="run")
+        supervisor.wait_for_log('"msg": "deduplicator started"', 60)
+        for each in (port, port + 1, port + 2):  # the process's own, the replicator's, stage 2's
+            assert sample(scrape(each), "process_resident_memory_bytes") > 10_000_000
+        assert supervisor.terminate(90) == 0
+        events = [json.loads(line) for line in supervisor.log_text().splitlines()[1:]]
+    served = [e for e in events if e["msg"] == "serving metrics and health"]
+    assert {(e["role"], e["host"]) for e in served} == {
+        ("run", "127.0.0.1"),
+        ("replicator", "127.0.0.1"),
+        ("deduplicator", "127.0.0.1"),
+    }

@@ -64,6 +64,14 @@ def test_application_name_of_the_seeds_manifests_names_the_flow():
     )
 
 
+def test_log_format_and_metrics_host():
+    loaded = load(EXACTLY_LOG_FORMAT="JSON", METRICS_HOST="127.0.0.1")
+    assert (loaded.log_format, loaded.metrics_host) == ("json", "127.0.0.1")
+    assert (load().log_format, load().metrics_host) == ("text", "0.0.0.0")
+    assert str(config_error(EXACTLY_LOG_FORMAT="xml")).startswith("EXACTLY_LOG_FORMAT='xml': ")
+    assert str(config_error(METRICS_HOST="")).startswith("METRICS_HOST")
+
+
 def test_defaults():
     loaded = load()
     assert loaded.flow == "default"
@@ -400,6 +408,7 @@ def test_render_config_lists_every_variable_with_defaults_marked():
     env = {**SEED, "METRICS_PORT": "9500", f"{SOURCE}PROPERTIES_SASL_PASSWORD": "hunter2"}
     env[f"{SOURCE}PROPERTIES_ACKS"] = "all"
     assert render_config(load_settings(env)) == (
+        "EXACTLY_LOG_FORMAT=text  # default\n"
         "EXACTLY_LOG_LEVEL=INFO  # default\n"
         "KAFKA_CLUSTERS_DESTINATION_BOOTSTRAP_SERVERS=target-1:9092\n"
         "KAFKA_CLUSTERS_DESTINATION_TOPIC=orders-copy\n"
@@ -407,6 +416,7 @@ def test_render_config_lists_every_variable_with_defaults_marked():
         "KAFKA_CLUSTERS_SOURCE_PROPERTIES_ACKS=all\n"
         "KAFKA_CLUSTERS_SOURCE_PROPERTIES_SASL_PASSWORD=****\n"
         "KAFKA_CLUSTERS_SOURCE_TOPIC=orders\n"
+        "METRICS_HOST=0.0.0.0  # default\n"
         "METRICS_PORT=9500\n"
         "OFFSETSYNC_GROUPS_EXCLUDE=  # default\n"
         "OFFSETSYNC_GROUPS_INCLUDE=  # default\n"
