@@ -274,6 +274,13 @@ class Settings(BaseSettings):
     log_level: LogLevel = Field(
         "INFO", alias="EXACTLY_LOG_LEVEL", description="DEBUG, INFO, WARNING or ERROR."
     )
+    spark_jars: Annotated[str, BeforeValidator(_non_empty)] | None = Field(
+        None,
+        alias="EXACTLY_SPARK_JARS",
+        description="exactly validate: Spark's Kafka connector as local jar files "
+        "(comma-separated, globs allowed) instead of resolving it from the local Maven "
+        "repository when Spark starts; the validator image sets it.",
+    )
     log_format: LogFormat = Field(
         "text",
         alias="EXACTLY_LOG_FORMAT",

@@ -45,7 +45,11 @@ def run_audit(settings: Settings, options: AuditOptions, progress: Progress) -> 
     # The data's own parallelism is its partition count; Spark's default of 200 shuffle
     # partitions costs more in task overhead than it brings for all but the largest audits.
     shuffle_partitions = min(200, max(2, snapshot.partition_count))
-    spark = spark_session(options.master, {"spark.sql.shuffle.partitions": str(shuffle_partitions)})
+    spark = spark_session(
+        options.master,
+        {"spark.sql.shuffle.partitions": str(shuffle_partitions)},
+        settings.spark_jars,
+    )
     progress.watch(spark.sparkContext)
     try:
         return _audit(spark, settings, snapshot, options, progress, started)

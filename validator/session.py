@@ -41,8 +41,12 @@ _DEFAULTS = {
 }
 
 
-def spark_session(master: str | None, extra: Mapping[str, str]) -> SparkSession:
-    """A SparkSession on ``master`` (None: spark-submit's, else local[*])."""
+def spark_session(
+    master: str | None, extra: Mapping[str, str], connector_jars: str | None = None
+) -> SparkSession:
+    """A SparkSession on ``master`` (None: spark-submit's, else local[*]), with the Kafka
+    connector from ``connector_jars`` (local files, globs allowed) or else resolved by Spark
+    from the local Maven repository."""
     under_spark_submit = _UNDER_SPARK_SUBMIT in os.environ
     if (master or ("" if under_spark_submit else DEFAULT_MASTER)).startswith("local"):
         # Everything in this process: loopback spares the hostname lookup and its warning. Never
@@ -57,7 +61,13 @@ def spark_session(master: str | None, extra: Mapping[str, str]) -> SparkSession:
         conf.setMaster(master)
     elif not conf.contains("spark.master"):
         conf.setMaster(DEFAULT_MASTER)
-    for key, value in {**_DEFAULTS, **extra}.items():
+    defaults = dict(_DEFAULTS)
+    if connector_jars is not None:
+        # Nothing to resolve when Spark starts, so no home directory to resolve it into: the
+        # validator image runs as any user id.
+        del defaults["spark.jars.packages"]
+        defaults["spark.jars"] = connector_jars
+    for key, value in {**defaults, **extra}.items():
         if not conf.contains(key):
             conf.set(key, value)
     if conf.get("spark.jars.packages") == KAFKA_CONNECTOR and not conf.contains("spark.jars"):

@@ -410,6 +410,7 @@ def test_render_config_lists_every_variable_with_defaults_marked():
     assert render_config(load_settings(env)) == (
         "EXACTLY_LOG_FORMAT=text  # default\n"
         "EXACTLY_LOG_LEVEL=INFO  # default\n"
+        "EXACTLY_SPARK_JARS=  # default\n"
         "KAFKA_CLUSTERS_DESTINATION_BOOTSTRAP_SERVERS=target-1:9092\n"
         "KAFKA_CLUSTERS_DESTINATION_TOPIC=orders-copy\n"
         "KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS=source-1:9092,source-2:9092\n"

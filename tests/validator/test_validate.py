@@ -4,11 +4,14 @@ Spark cluster; bad input is one line and exit 2."""
 
 from __future__ import annotations
 
+import subprocess
 import uuid
 
 import pytest
 
+from tests.deploy.dockerfile import as_argv, stage_runs
 from tests.kafka_helpers import create_topic
+from tests.replication.processes import REPOSITORY_ROOT
 from tests.validator.planting import Planted, copy_to_destination, create_source
 from tests.validator.running import SPARK_SUBMIT_MASTER, Validation, run_validate
 from tests.validator.spark_standalone import standalone_spark
@@ -185,3 +188,37 @@ def test_bad_input_is_one_line_and_exit_status_2(source_cluster, target_cluster,
     assert lines[-1].startswith("exactly validate: "), lines
     assert expected in lines[-1], lines
     assert result.report is None  # no verdict, so no report that could be mistaken for one
+
+
+def test_the_validator_images_connector_jars_audit_with_nothing_resolved(
+    source_cluster, target_cluster, source_topic, tmp_path
+):
+    """The validator image's way (Dockerfile, stage exactly-validator): the jars the image build
+    copies from deps/spark-kafka-connector.xml, by the Dockerfile's own command (offline here:
+    `make install` resolved them), given as EXACTLY_SPARK_JARS."""
+    jars = tmp_path / "spark-jars"
+    (copy_jars,) = stage_runs("connector")
+    argv = as_argv(
+        copy_jars,
+        {
+            "/deps/pom.xml": str(REPOSITORY_ROOT / "deps" / "spark-kafka-connector.xml"),
+            "/opt/spark-jars": str(jars),
+        },
+    )
+    subprocess.run([argv[0], "--offline", *argv[1:]], check=True, timeout=300)
+    assert any(jars.glob("spark-sql-kafka-0-10_2.13-*.jar")), sorted(jars.iterdir())
+    settings, _planted = _copy(
+        target_cluster, source_cluster, source_topic, provenance=True, faults=False
+    )
+    result = run_validate(
+        {
+            **_env(source_cluster, target_cluster),
+            **settings,
+            "EXACTLY_SPARK_JARS": f"{jars}/*.jar",
+        },
+        tmp_path / "out",
+    )
+    assert result.status == 0, result.stdout + result.stderr
+    assert result.report["verdict"] == "clean"
+    # Spark's package resolver (Ivy) never ran: it announces itself on stderr when it does.
+    assert ":: resolving dependencies ::" not in result.stderr, result.stderr
