@@ -7,9 +7,9 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: install demo test chaos unit lint bench-envelope bench-replicator bench-pipeline bench-commit bench-validate bench-offsetsync kafka-jars spark-connector clean
+.PHONY: install demo test chaos unit lint bench-envelope bench-replicator bench-pipeline bench-commit bench-validate bench-offsetsync kafka-jars spark-connector kustomize clean
 
-install: $(VENV)/.installed kafka-jars spark-connector
+install: $(VENV)/.installed kafka-jars spark-connector kustomize
 
 # New top-level packages need a reinstall: the editable install maps the packages it saw.
 $(VENV)/.installed: pyproject.toml $(wildcard */__init__.py)
@@ -25,6 +25,16 @@ kafka-jars: $(VENV)/.installed
 # connector and every jar it needs there now, not on every Spark run.
 spark-connector:
 	mvn --batch-mode --quiet -f deps/spark-kafka-connector.xml dependency:resolve
+
+# kustomize renders k8s/ in the tests (tests/deploy), built once from the Go module proxy into
+# the cache beside the Kafka jars. Without a Go toolchain those tests are skipped, and say so.
+KUSTOMIZE_VERSION := v5.5.0
+TOOLS_DIR := $(or $(LOCALKAFKA_CACHE_DIR),$(HOME)/.cache/kafka-exactly)/tools/kustomize-$(KUSTOMIZE_VERSION)
+kustomize:
+	@if [ -x "$(TOOLS_DIR)/kustomize" ]; then :; \
+	elif command -v go >/dev/null 2>&1; then \
+		GOBIN="$(TOOLS_DIR)" go install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION); \
+	else echo "no Go toolchain: the tests that render k8s/ with kustomize will be skipped"; fi
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .

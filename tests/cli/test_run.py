@@ -9,7 +9,9 @@ import socket
 import uuid
 
 from confluent_kafka import Producer
+from prometheus_client.parser import text_string_to_metric_families
 
+from tests.deploy.deployed import queried_metrics
 from tests.replication.processes import role_processes
 from tests.replication.scrape import await_metric, sample, scrape, total
 from tests.replication.staging import read_source
@@ -40,6 +42,21 @@ def _free(port: int) -> bool:
     return True
 
 
+_SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_count", "_sum")}
+
+
+def _exported_names(expositions) -> set[str]:
+    """Every name a query may use: samples, and for a labelled family without samples yet the
+    family's own names (a counter's _total, a histogram's _bucket...)."""
+    names = set()
+    for text in expositions:
+        for family in text_string_to_metric_families(text):
+            suffixes = _SUFFIXES.get(family.type, ("",))
+            names |= {s.name for s in family.samples}
+            names |= {family.name + suffix for suffix in suffixes}
+    return names
+
+
 def _produce(bootstrap: str, topic: str, partitions: int, start: int, count: int) -> None:
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
     for i in range(start, start + count):
@@ -62,6 +79,11 @@ def test_exactly_run_restarts_a_killed_role_and_copies_exactly_once(
             supervisor.wait_for_log(f"role started.*child={role}")
         source = read_source(source_cluster.bootstrap_servers, [topic])
         assert_exactly_once(source_cluster, source, _await_destination(target_cluster, source))
+        # Every metric the shipped dashboard and alert rules query is one of these processes'.
+        exported = _exported_names(scrape(port + i) for i in range(4))
+        for where, names in queried_metrics().items():
+            assert names, where
+            assert names <= exported, (where, sorted(names - exported))
         # Each role serves its own metrics on the ports after the process's own.
         assert total(scrape(port + 1), "exactly_replicator_records_total") == 600
         assert total(scrape(port + 2), "exactly_deduplicator_records_written_total") == 600
