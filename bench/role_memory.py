@@ -1,0 +1,175 @@
+"""Each role's resident memory under steady load: what k8s/'s requests and limits rest on.
+
+Starts two local Kafka clusters (localkafka), a --partitions source topic, and `exactly run`
+(the replicator, the deduplicator and offset sync as its children, each serving its own
+/metrics); produces --rate records/s of --value-bytes for --seconds, every value different
+(base64 of random bytes: about as compressible as real payloads, unlike one repeated value);
+samples every role's process_resident_memory_bytes every 2 s. Prints, per process, the peak and
+the median of the second half (steady state), and the records/s stage 2 wrote meanwhile.
+
+    make bench-memory          # python bench/role_memory.py; --help for other loads
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from pathlib import Path
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from prometheus_client.parser import text_string_to_metric_families
+
+from localkafka import LocalCluster, start_all
+from runtime.settings import role_environment
+
+PROCESSES = {"exactly run": 0, "replicator": 1, "deduplicator": 2, "offsetsync": 3}
+
+
+def _free_block(count: int) -> int:
+    while True:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            first = probe.getsockname()[1]
+        if first + count < 65536 and all(_free(first + i) for i in range(count)):
+            return first
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _metrics(port: int) -> dict[str, float]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
+            text = answer.read().decode()
+    except (urllib.error.URLError, ConnectionError):
+        return {}
+    values: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            values[sample.name] = values.get(sample.name, 0.0) + sample.value
+    return values
+
+
+def _produce(bootstrap: str, topic: str, rate: float, value_bytes: int, stop: threading.Event):
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+    raw = value_bytes * 3 // 4
+    sent, started, n = 0, time.monotonic(), 0
+    while not stop.is_set():
+        due = int((time.monotonic() - started) * rate)
+        while sent < due:
+            value = base64.b64encode(os.urandom(raw))
+            while True:
+                try:
+                    producer.produce(topic, key=b"k%d" % n, value=value)
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+            sent += 1
+            n += 1
+        producer.poll(0)
+        time.sleep(0.005)
+    producer.flush(30)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rate", type=float, default=5000, help="records/s (default 5000)")
+    parser.add_argument("--seconds", type=float, default=90, help="load duration (default 90)")
+    parser.add_argument("--value-bytes", type=int, default=1024, help="value size (default 1024)")
+    parser.add_argument("--partitions", type=int, default=12, help="source partitions (12)")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="bench-memory-") as scratch:
+        base = Path(scratch)
+        clusters = [LocalCluster.create(base / name, name) for name in ("source", "target")]
+        start_all(clusters, tie_to_parent=True)
+        source, target = clusters
+        run = None
+        try:
+            topic = f"memory.{uuid.uuid4().hex[:8]}"
+            admin = AdminClient({"bootstrap.servers": source.bootstrap_servers})
+            admin.create_topics([NewTopic(topic, args.partitions, 1)])[topic].result(60)
+            port = _free_block(len(PROCESSES))
+            env = role_environment(
+                {
+                    "KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS": source.bootstrap_servers,
+                    "KAFKA_CLUSTERS_DESTINATION_BOOTSTRAP_SERVERS": target.bootstrap_servers,
+                    "REPLICATION_TOPICS_INCLUDE": topic,
+                    "REPLICATION_FLOW": "memory",
+                    "REPLICATION_INSTANCE_ID": "bench",
+                    "OFFSETSYNC_GROUPS_INCLUDE": "memory-app",
+                    "METRICS_PORT": str(port),
+                    "STATE_DIR": str(base / "state"),
+                }
+            )
+            log = (base / "run.log").open("wb")
+            run = subprocess.Popen(
+                [sys.executable, "-m", "exactly", "run"], env=env, stdout=log, stderr=log
+            )
+            stop = threading.Event()
+            producer = threading.Thread(
+                target=_produce,
+                args=(source.bootstrap_servers, topic, args.rate, args.value_bytes, stop),
+                daemon=True,
+            )
+            producer.start()
+            samples: dict[str, list[float]] = {name: [] for name in PROCESSES}
+            written: list[tuple[float, float]] = []
+            started = time.monotonic()
+            while time.monotonic() - started < args.seconds:
+                time.sleep(2)
+                for name, offset in PROCESSES.items():
+                    rss = _metrics(port + offset).get("process_resident_memory_bytes")
+                    if rss is not None:
+                        samples[name].append(rss)
+                records = _metrics(port + 2).get("exactly_deduplicator_records_written_total")
+                if records is not None:
+                    written.append((time.monotonic(), records))
+            stop.set()
+            producer.join(60)
+        finally:
+            if run is not None:
+                run.send_signal(signal.SIGTERM)
+                run.wait(120)
+            for cluster in clusters:
+                cluster.stop()
+
+    print(
+        f"load: {args.rate:.0f} records/s of {args.value_bytes} B (base64 of random bytes, "
+        f"every value different) into {args.partitions} partitions for {args.seconds:.0f} s"
+    )
+    half = len(written) // 2
+    if len(written) > half + 1:
+        (t0, r0), (t1, r1) = written[half], written[-1]
+        print(f"stage 2 wrote {(r1 - r0) / (t1 - t0):.0f} records/s over the second half")
+    print(f"{'process':<14} {'peak RSS MiB':>13} {'steady RSS MiB':>15}  samples")
+    for name, values in samples.items():
+        if not values:
+            print(f"{name:<14} {'-':>13} {'-':>15}  0")
+            continue
+        steady = statistics.median(values[len(values) // 2 :])
+        print(f"{name:<14} {max(values) / 2**20:>13.0f} {steady / 2**20:>15.0f}  {len(values)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
