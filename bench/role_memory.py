@@ -16,7 +16,6 @@ import argparse
 import base64
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -32,28 +31,11 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
+from exactly.demo.roles import free_port_block
 from localkafka import LocalCluster, start_all
 from runtime.settings import role_environment
 
 PROCESSES = {"exactly run": 0, "replicator": 1, "deduplicator": 2, "offsetsync": 3}
-
-
-def _free_block(count: int) -> int:
-    while True:
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            first = probe.getsockname()[1]
-        if first + count < 65536 and all(_free(first + i) for i in range(count)):
-            return first
-
-
-def _free(port: int) -> bool:
-    with socket.socket() as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def _metrics(port: int) -> dict[str, float]:
@@ -108,7 +90,7 @@ def main() -> int:
             topic = f"memory.{uuid.uuid4().hex[:8]}"
             admin = AdminClient({"bootstrap.servers": source.bootstrap_servers})
             admin.create_topics([NewTopic(topic, args.partitions, 1)])[topic].result(60)
-            port = _free_block(len(PROCESSES))
+            port = free_port_block(len(PROCESSES))
             env = role_environment(
                 {
                     "KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS": source.bootstrap_servers,

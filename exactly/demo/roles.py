@@ -44,6 +44,15 @@ def free_metrics_ports(count: int) -> list[int]:
     return ports
 
 
+def free_port_block(count: int) -> int:
+    """The first of `count` consecutive ports that are free now: a process's metrics port and
+    its roles' on the ports after it (`exactly run`)."""
+    while True:
+        first = random.randrange(_METRICS_PORTS[0], _METRICS_PORTS[1] - count)
+        if all(_port_is_free(first + i) for i in range(count)):
+            return first
+
+
 class RoleProcess:
     """One role as a child process that the demo (or `exactly run`) starts, SIGKILLs, restarts
     and stops. Without a log directory its output is this process's own (a container's log)."""

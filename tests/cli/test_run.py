@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import uuid
 
 from confluent_kafka import Producer
 from prometheus_client.parser import text_string_to_metric_families
 
+from exactly.demo.roles import free_port_block
 from tests.deploy.deployed import queried_metrics
 from tests.replication.processes import role_processes
 from tests.replication.scrape import await_metric, sample, scrape, total
@@ -20,27 +20,6 @@ from tests.replication.test_deduplicator import (
     _traffic_flow,
     assert_exactly_once,
 )
-
-
-def _free_ports(count: int) -> int:
-    """The first of ``count`` consecutive free ports (the process's and its roles')."""
-    for _ in range(100):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            first = probe.getsockname()[1]
-        if first + count < 65536 and all(_free(first + i) for i in range(count)):
-            return first
-    raise AssertionError(f"no {count} consecutive free ports")
-
-
-def _free(port: int) -> bool:
-    with socket.socket() as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
 
 _SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_count", "_sum")}
 
@@ -69,7 +48,7 @@ def test_exactly_run_restarts_a_killed_role_and_copies_exactly_once(
 ):
     topic = unique_topic("orders")
     env = _traffic_flow(source_cluster, target_cluster, tmp_path, unique_topic, {topic: 3})
-    port = _free_ports(4)
+    port = free_port_block(4)
     env.update(METRICS_PORT=str(port), OFFSETSYNC_GROUPS_INCLUDE=f"g{uuid.uuid4().hex[:8]}.*")
     _produce(source_cluster.bootstrap_servers, topic, 3, 0, 600)
     with role_processes(tmp_path) as processes:
@@ -137,7 +116,7 @@ def test_exactly_run_stops_everything_when_a_role_says_its_configuration_is_wron
 def test_json_logs_and_process_metrics_on_the_address_asked(
     source_cluster, target_cluster, tmp_path
 ):
-    port = _free_ports(3)
+    port = free_port_block(3)
     env = {
         "KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS": source_cluster.bootstrap_servers,
         "KAFKA_CLUSTERS_DESTINATION_BOOTSTRAP_SERVERS": target_cluster.bootstrap_servers,
