@@ -118,7 +118,7 @@ def _supervise(
                 heartbeat.beat()
                 for role, child in children.items():
                     _look_after(role, child, metrics)
-                waiting = [role for role, child in children.items() if child.restart_at]
+                waiting = [role for role, c in children.items() if c.restart_at is not None]
                 health.set_ready(not waiting, f"waiting to start again: {','.join(waiting)}")
         finally:
             health.set_ready(False, "stopping")

@@ -53,7 +53,6 @@ PREFIXES = ("KAFKA_CLUSTERS_", "REPLICATION_", "OFFSETSYNC_", "EXACTLY_")
 # kafka-reo's manifests (the seed) name the application with APPLICATION_NAME: here it names the
 # flow, as REPLICATION_FLOW does, rather than being ignored without a word.
 APPLICATION_NAME = "APPLICATION_NAME"
-_FLOW_VARIABLE = "REPLICATION_FLOW"
 DEFAULT_MARK = "  # default"
 _BOOTSTRAP_ALIAS = "BOOTSTRAP_SERVERS"
 
@@ -460,15 +459,16 @@ def _flow_from_application_name(env: dict[str, str]) -> None:
     name = env.get(APPLICATION_NAME)
     if name is None:
         return
-    flow = env.get(_FLOW_VARIABLE)
+    flow_variable = str(Settings.model_fields["flow"].alias)
+    flow = env.get(flow_variable)
     if flow is not None and flow != name:
         raise ConfigError(
             APPLICATION_NAME,
-            f"names the flow, and {_FLOW_VARIABLE}={flow} names another: set one of the two",
+            f"names the flow, and {flow_variable}={flow} names another: set one of the two",
             name,
         )
     try:
-        env[_FLOW_VARIABLE] = check_flow_name(name)
+        env[flow_variable] = check_flow_name(name)
     except ValueError as exc:
         raise ConfigError(APPLICATION_NAME, str(exc)) from None
 

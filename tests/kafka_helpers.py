@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 
@@ -110,3 +110,12 @@ def read_at_least(
         if len(records) >= count or time.monotonic() > deadline:
             return records
         time.sleep(0.2)
+
+
+def produce_numbered(bootstrap: str, topic: str, partitions: int, start: int, count: int) -> None:
+    """Records ``start`` .. ``start + count - 1``, each with its own key and value, spread over
+    ``partitions`` by number; fails unless every one is acknowledged."""
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for i in range(start, start + count):
+        producer.produce(topic, key=b"k%d" % i, value=b"v-%d" % i, partition=i % partitions)
+    assert producer.flush(30) == 0

@@ -7,11 +7,11 @@ import os
 import signal
 import uuid
 
-from confluent_kafka import Producer
 from prometheus_client.parser import text_string_to_metric_families
 
 from exactly.demo.roles import free_port_block
 from tests.deploy.deployed import queried_metrics
+from tests.kafka_helpers import produce_numbered
 from tests.replication.processes import role_processes
 from tests.replication.scrape import await_metric, sample, scrape, total
 from tests.replication.staging import read_source
@@ -36,13 +36,6 @@ def _exported_names(expositions) -> set[str]:
     return names
 
 
-def _produce(bootstrap: str, topic: str, partitions: int, start: int, count: int) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
-    for i in range(start, start + count):
-        producer.produce(topic, key=b"k%d" % i, value=b"v-%d" % i, partition=i % partitions)
-    assert producer.flush(30) == 0
-
-
 def test_exactly_run_restarts_a_killed_role_and_copies_exactly_once(
     source_cluster, target_cluster, tmp_path, unique_topic
 ):
@@ -50,7 +43,7 @@ def test_exactly_run_restarts_a_killed_role_and_copies_exactly_once(
     env = _traffic_flow(source_cluster, target_cluster, tmp_path, unique_topic, {topic: 3})
     port = free_port_block(4)
     env.update(METRICS_PORT=str(port), OFFSETSYNC_GROUPS_INCLUDE=f"g{uuid.uuid4().hex[:8]}.*")
-    _produce(source_cluster.bootstrap_servers, topic, 3, 0, 600)
+    produce_numbered(source_cluster.bootstrap_servers, topic, 3, 0, 600)
     with role_processes(tmp_path) as processes:
         supervisor = processes.start("exactly", env, args=("run",), name="run")
         started = supervisor.wait_for_log(r"role started.*child=deduplicator.*pid=(\d+)", 60)
@@ -73,7 +66,7 @@ def test_exactly_run_restarts_a_killed_role_and_copies_exactly_once(
         supervisor.wait_for_log("role exited; starting again.*child=deduplicator.*exit_status=-9")
         await_metric(port, "exactly_run_role_restarts_total", 1, role="deduplicator")
         supervisor.wait_for_log(r"role started.*child=deduplicator.*start=2", 30)
-        _produce(source_cluster.bootstrap_servers, topic, 3, 600, 600)
+        produce_numbered(source_cluster.bootstrap_servers, topic, 3, 600, 600)
         source = read_source(source_cluster.bootstrap_servers, [topic])
         assert_exactly_once(source_cluster, source, _await_destination(target_cluster, source))
         metrics = scrape(port)

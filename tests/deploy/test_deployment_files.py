@@ -31,7 +31,7 @@ from tests.deploy.deployed import (
     kustomization_references,
     load_yaml_documents,
 )
-from tests.kafka_helpers import create_topic
+from tests.kafka_helpers import create_topic, produce_numbered
 from tests.replication.processes import role_processes
 from tests.replication.scrape import free_port
 from tests.replication.staging import read_source
@@ -226,12 +226,7 @@ def test_the_deployed_environment_of_every_role_copies_exactly_once(
         "state": str(tmp_path / "state"),
     }
     create_topic(source_cluster.bootstrap_servers, names["topic"], 3)
-    from confluent_kafka import Producer
-
-    producer = Producer({"bootstrap.servers": source_cluster.bootstrap_servers})
-    for i in range(300):
-        producer.produce(names["topic"], key=b"k%d" % i, value=b"deployed-%d" % i, partition=i % 3)
-    assert producer.flush(30) == 0
+    produce_numbered(source_cluster.bootstrap_servers, names["topic"], 3, 0, 300)
     deployed = compose_environment if where == "compose" else kubernetes_environment
     with role_processes(tmp_path) as processes:
         started = {}
