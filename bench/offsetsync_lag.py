@@ -67,7 +67,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from envelope import HEADER_PROVENANCE, encode_provenance
 from localkafka import LocalCluster, start_all
-from offsetsync.checkpoints import Checkpoint, checkpoints_topic
+from offsetsync.checkpoints import Checkpoint
+from runtime.names import FlowNames
 from runtime.settings import role_environment
 from tests.kafka_helpers import create_topic
 from tests.replication.scrape import free_port, sample, scrape
@@ -200,7 +201,7 @@ def main() -> None:
             traffic_stats = _stop_traffic(traffic, stop_traffic, traffic_results)
             if "error" in traffic_stats:
                 broke.append(f"traffic: {traffic_stats['error']}")
-            checkpoints = _read_checkpoints(target, checkpoints_topic(flow))
+            checkpoints = _read_checkpoints(target, FlowNames(flow).checkpoints)
         except BaseException:
             if log_path.exists() and log_path.stat().st_size:
                 _say("offsetsync's log, last lines:\n" + _tail(log_path))

@@ -39,6 +39,8 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from runtime.names import FlowNames
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from confluent_kafka import Consumer, TopicPartition
@@ -235,7 +237,7 @@ class Bench:
             timing = self._await(
                 destination,
                 tail,
-                [(f"__exactly.{flow}.staging", PARTITIONS), (destination, PARTITIONS)],
+                [(FlowNames(flow).staging, PARTITIONS), (destination, PARTITIONS)],
                 launched,
                 lambda: [replicator.pid, deduplicator.pid],
                 lambda: _check_roles(replicator, deduplicator),

@@ -22,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from runtime.names import FlowNames
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -155,7 +157,7 @@ def _stage1(source: str, target: str, topic: str, count: int, base: Path) -> tup
         "METRICS_PORT": "0",
     }
     # The end is when stage 1 has committed every source offset: all acknowledged in staging.
-    watcher = Consumer({"bootstrap.servers": source, "group.id": f"exactly.{flow}.replicator"})
+    watcher = Consumer({"bootstrap.servers": source, "group.id": FlowNames(flow).replicator_group})
     partitions = [TopicPartition(topic, p) for p in range(PARTITIONS)]
     with RoleProcess("replicator", env, base) as replicator:
         replicator.wait_for_log("partitions assigned", timeout_s=120)

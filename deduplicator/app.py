@@ -35,11 +35,11 @@ def run() -> int:
         settings: Settings, health: Health, shutdown: GracefulShutdown, heartbeat: Heartbeat
     ) -> None:
         admin = AdminClient(settings.destination.client_config())
-        partitions = _await_staging(admin, settings.staging_topic_name, shutdown)
+        partitions = _await_staging(admin, settings.names.staging, shutdown)
         if partitions is None:
             return
-        changelog = f"__exactly.{settings.flow}.changelog"
-        deadletter = f"__exactly.{settings.flow}.deadletter"
+        changelog = settings.names.changelog
+        deadletter = settings.names.deadletter
         ensure_topic(
             admin, NewTopic(changelog, partitions, -1, config={"cleanup.policy": "compact"})
         )
@@ -54,7 +54,7 @@ def run() -> int:
             heartbeat.beat,
         )
         health.set_ready(True)
-        log.info("deduplicator started", flow=settings.flow, staging=settings.staging_topic_name)
+        log.info("deduplicator started", flow=settings.flow, staging=settings.names.staging)
         freeze_startup_garbage()
         with heartbeat:
             deduplicator.run()

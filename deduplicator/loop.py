@@ -64,7 +64,7 @@ class Deduplicator:
         self._should_stop = should_stop
         self._beat = beat
         self._state_root = Path(settings.state_dir) / settings.flow
-        self._transactional_id = f"exactly.{settings.flow}.deduplicator.{instance_id}"
+        self._transactional_id = settings.names.deduplicator_transactional_id(instance_id)
         self.stores: dict[int, StateStore] = {}
         # The open transaction: states changed, staging offsets consumed, size, record times.
         self._pending: dict[bytes, tuple[int, PartitionState]] = {}
@@ -78,7 +78,7 @@ class Deduplicator:
         self.consumer = Consumer(
             {
                 **settings.destination.client_config(),
-                "group.id": f"exactly.{settings.flow}.deduplicator",
+                "group.id": settings.names.deduplicator_group,
                 "enable.auto.commit": False,
                 # Invariant 6: only committed staging records; never an aborted one.
                 "isolation.level": "read_committed",
@@ -119,7 +119,7 @@ class Deduplicator:
 
     def run(self) -> None:
         self.consumer.subscribe(
-            [self.settings.staging_topic_name],
+            [self.settings.names.staging],
             on_assign=self._on_assign,
             on_revoke=self._on_revoke,
             on_lost=self._on_lost,
@@ -312,7 +312,7 @@ class Deduplicator:
         if self.producer.flush(TXN_TIMEOUT_S) != 0 or failures:  # step 2
             raise TransactionFailedError(f"transaction records not acknowledged: {failures[:3]}")
         offsets = [
-            TopicPartition(self.settings.staging_topic_name, partition, offset)
+            TopicPartition(self.settings.names.staging, partition, offset)
             for partition, offset in self._offsets.items()
         ]
         group = self.consumer.consumer_group_metadata()

@@ -26,7 +26,7 @@ def changelog_reader(settings: Settings) -> Iterator[Consumer]:
     reader = Consumer(
         {
             **settings.destination.client_config(),
-            "group.id": f"exactly.{settings.flow}.changelog-reader",
+            "group.id": settings.names.changelog_reader_group,
             "enable.auto.commit": False,
             # Invariant 5: only committed state; an aborted transaction's changelog never was.
             "isolation.level": "read_committed",

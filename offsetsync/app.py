@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 
-from offsetsync.checkpoints import CheckpointWriter, checkpoints_topic
+from offsetsync.checkpoints import CheckpointWriter
 from offsetsync.clients import connect
 from offsetsync.errors import OffsetSyncError
 from offsetsync.loop import OffsetSync
@@ -47,7 +47,7 @@ def run() -> int:
         checkpoints = CheckpointWriter(
             settings.destination.client_config(),
             clients.target_admin,
-            checkpoints_topic(settings.flow),
+            settings.names.checkpoints,
             lambda error: _checkpoint_failed(metrics, error),
             stats_cb=metrics.request_counter("target"),
         )
@@ -64,7 +64,7 @@ def run() -> int:
             "offsetsync started",
             flow=settings.flow,
             interval_ms=settings.sync_interval_ms,
-            checkpoints=checkpoints_topic(settings.flow),
+            checkpoints=settings.names.checkpoints,
         )
         try:
             with heartbeat:

@@ -1,5 +1,5 @@
 """Checkpoint records: every translation offset sync decides on, in a compacted topic on the
-target (``__exactly.<flow>.checkpoints``), readable with any consumer (JSON).
+target (``FlowNames.checkpoints``), readable with any consumer (JSON).
 
 One record per group and destination partition whenever its translation changes: committed to
 the group on the target, or not because the group has members there (then the checkpoint is
@@ -43,10 +43,6 @@ class Checkpoint:
     @classmethod
     def from_value(cls, value: bytes) -> Checkpoint:
         return cls(**json.loads(value))
-
-
-def checkpoints_topic(flow: str) -> str:
-    return f"__exactly.{flow}.checkpoints"
 
 
 class CheckpointWriter:

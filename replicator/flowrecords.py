@@ -28,7 +28,7 @@ _TIMEOUT_S = 30.0
 class FlowRecords:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.topic = f"{settings.staging_topic_name}.meta"
+        self.topic = settings.names.meta
         self._values: dict[str, dict] = {}
 
     def load(self, admin: AdminClient, create: Callable[[NewTopic], None]) -> None:
@@ -67,7 +67,7 @@ class FlowRecords:
         consumer = Consumer(
             {
                 **self.settings.destination.client_config(),
-                "group.id": f"exactly.{self.settings.flow}.meta-reader",
+                "group.id": self.settings.names.meta_reader_group,
                 "enable.auto.commit": False,
                 "isolation.level": "read_committed",
             }

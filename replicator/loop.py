@@ -91,7 +91,7 @@ class Replicator:
     def _consumer_config(self) -> dict:
         return {
             **self.settings.source.client_config(),
-            "group.id": f"exactly.{self.settings.flow}.replicator",
+            "group.id": self.settings.names.replicator_group,
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
             # Aborted source records never reach staging.

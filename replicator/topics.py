@@ -148,7 +148,7 @@ def ensure_staging(admin: AdminClient, settings: Settings, records: FlowRecords)
     Invariant 1 rests on this: a staging topic whose partition count changed would move
     source partitions to other lanes, so start-up stops instead.
     """
-    name = settings.staging_topic_name
+    name = settings.names.staging
     records.load(admin, lambda topic: ensure_topic(admin, topic))
     recorded = records.lanes
     staging = admin.list_topics(timeout=_TIMEOUT_S).topics.get(name)

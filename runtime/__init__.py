@@ -14,10 +14,12 @@ from runtime.kafka_errors import (
     ErrorClass,
     call_retrying,
     classify,
+    kafka_error_of,
     to_client_error,
     translate_kafka_errors,
 )
 from runtime.logs import EventLogger, configure_logging, get_logger
+from runtime.producing import abort_or_replace, produce_when_room
 from runtime.properties import is_secret_property
 from runtime.settings import ClusterSettings, Settings, load_settings, render_config
 from runtime.shutdown import GracefulShutdown
@@ -38,12 +40,15 @@ __all__ = [
     "KafkaClientError",
     "RetriableKafkaError",
     "Settings",
+    "abort_or_replace",
     "call_retrying",
     "classify",
     "configure_logging",
     "get_logger",
     "is_secret_property",
+    "kafka_error_of",
     "load_settings",
+    "produce_when_room",
     "render_config",
     "serve_http",
     "to_client_error",

@@ -131,14 +131,17 @@ def translate_kafka_errors(operation: str) -> Iterator[None]:
     try:
         yield
     except KafkaException as exc:
-        raise to_client_error(_kafka_error_of(exc), operation) from exc
+        raise to_client_error(kafka_error_of(exc), operation) from exc
 
 
-def _kafka_error_of(exc: KafkaException) -> KafkaError:
+def kafka_error_of(exc: KafkaException) -> KafkaError:
+    """The ``KafkaError`` a ``KafkaException`` carries: the one place our code unpacks one.
+
+    A ``KafkaException`` built from a plain message carries none; it becomes ``UNKNOWN``
+    (classified FATAL), never an ``AttributeError`` in the caller.
+    """
     if exc.args and isinstance(exc.args[0], KafkaError):
         return exc.args[0]
-    # A KafkaException built from a bare message: we cannot know what it means, so UNKNOWN
-    # (classified FATAL).
     return KafkaError(KafkaError.UNKNOWN, str(exc))
 
 
@@ -157,7 +160,7 @@ def call_retrying(
         try:
             return call()
         except KafkaException as exc:
-            error = _kafka_error_of(exc)
+            error = kafka_error_of(exc)
             if classify(error) is not ErrorClass.RETRIABLE or time.monotonic() > deadline:
                 raise
             on_retry(error)

@@ -85,4 +85,4 @@ def static_membership(settings: Settings, role: str) -> dict[str, str]:
     partitions back at once instead of waiting for the group's session timeout."""
     if settings.instance_id is None:
         return {}
-    return {"group.instance.id": f"exactly.{settings.flow}.{role}.{settings.instance_id}"}
+    return {"group.instance.id": settings.names.group_instance_id(role, settings.instance_id)}

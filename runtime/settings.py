@@ -31,6 +31,7 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from runtime.errors import ConfigError
+from runtime.names import FlowNames
 from runtime.properties import (
     MASK,
     PROPERTIES_INFIX,
@@ -341,8 +342,9 @@ class Settings(BaseSettings):
         return check_topic_name(destination)
 
     @property
-    def staging_topic_name(self) -> str:
-        return self.staging_topic or f"__exactly.{self.flow}.staging"
+    def names(self) -> FlowNames:
+        """The flow's topics and client identities (runtime/names.py)."""
+        return FlowNames(self.flow, self.staging_topic)
 
     def syncs_group(self, group_id: str) -> bool:
         """Whether offset sync translates ``group_id``'s offsets (exclude wins; none by default)."""

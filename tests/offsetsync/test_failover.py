@@ -17,7 +17,8 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient
 
 from envelope import HEADER_PROVENANCE, encode_provenance
-from offsetsync.checkpoints import Checkpoint, checkpoints_topic
+from offsetsync.checkpoints import Checkpoint
+from runtime.names import FlowNames
 from runtime.settings import role_environment
 from tests.backends import choose_backend, cold_cluster
 from tests.commands import run_exactly
@@ -169,7 +170,7 @@ def _checkpoints(target_bootstrap, flow_name, group):
         }
     )
     try:
-        topic = checkpoints_topic(flow_name)
+        topic = FlowNames(flow_name).checkpoints
         _low, end = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
         consumer.assign([TopicPartition(topic, 0, 0)])
         found = []

@@ -14,6 +14,7 @@ from confluent_kafka import KafkaException, Producer
 
 from envelope import HEADER_PROVENANCE, decode_provenance
 from runtime import ErrorClass, classify
+from runtime.names import FlowNames
 from tests.kafka_helpers import create_topic
 from tests.replication.datamix import ContinuousProducer, create_data_mix
 from tests.replication.processes import role_processes
@@ -341,7 +342,7 @@ def test_a_garbage_staging_record_is_dead_lettered_and_the_rest_flows_on(
     deduplicator = roles.start("deduplicator", env)
     deduplicator.wait_for_log("staging partitions assigned", timeout_s=60)
     garbage = Producer({"bootstrap.servers": target_cluster.bootstrap_servers})
-    garbage.produce(f"__exactly.{flow}.staging", value=b"\x00not an envelope", partition=0)
+    garbage.produce(FlowNames(flow).staging, value=b"\x00not an envelope", partition=0)
     assert garbage.flush(30) == 0
     for i in range(100):
         producer.produce(topic, value=b"after-%d" % i, partition=i % 2)
@@ -350,7 +351,7 @@ def test_a_garbage_staging_record_is_dead_lettered_and_the_rest_flows_on(
     source = read_source(source_cluster.bootstrap_servers, [topic])
     destination = _await_destination(target_cluster, source)
     assert_exactly_once(source_cluster, source, destination)
-    dead = read_source(target_cluster.bootstrap_servers, [f"__exactly.{flow}.deadletter"])
+    dead = read_source(target_cluster.bootstrap_servers, [FlowNames(flow).deadletter])
     records = [r for rs in dead.values() for r in rs]
     assert [r.value for r in records] == [b"\x00not an envelope"]
     reason = dict(records[0].headers)["exactly.reason"].decode()

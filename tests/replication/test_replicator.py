@@ -12,6 +12,7 @@ import pytest
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions
 
+from runtime.names import FlowNames
 from tests.kafka_helpers import create_topic
 from tests.replication.datamix import ContinuousProducer, create_data_mix
 from tests.replication.processes import role_processes
@@ -43,7 +44,7 @@ def _env(source_cluster, target_cluster, flow: str, include: str, **more: str) -
 
 
 def _staging(flow: str) -> str:
-    return f"__exactly.{flow}.staging"
+    return FlowNames(flow).staging
 
 
 def _verify(source_cluster, target_cluster, flow, topics, timeout_s=120):

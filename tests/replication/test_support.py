@@ -18,6 +18,7 @@ from confluent_kafka import TIMESTAMP_CREATE_TIME, Producer, TopicCollection
 from confluent_kafka.admin import AdminClient
 
 from envelope import Envelope, SourceRecord
+from runtime.names import FlowNames
 from runtime.settings import role_environment
 from tests.kafka_helpers import create_topic, read_all
 from tests.replication.datamix import (
@@ -80,7 +81,7 @@ def envelopes(source, ids, source_cluster):
 @pytest.fixture(scope="module")
 def staging_topic(envelopes, target_cluster):
     """A correct staging topic on the target, as stage 1 would write it in one session."""
-    topic = f"__exactly.support-{uuid.uuid4().hex[:8]}.staging"
+    topic = FlowNames(f"support-{uuid.uuid4().hex[:8]}").staging
     create_topic(target_cluster.bootstrap_servers, topic, STAGING_PARTITIONS, STAGING_CONFIG)
     write_staging(target_cluster.bootstrap_servers, topic, _laned(envelopes))
     return topic
@@ -203,7 +204,7 @@ def test_await_staging_complete_returns_at_once_when_covered(
 def test_await_staging_complete_waits_for_a_topic_that_appears_later(
     source, envelopes, target_cluster, source_cluster, ids
 ):
-    topic = f"__exactly.late-{uuid.uuid4().hex[:8]}.staging"
+    topic = FlowNames(f"late-{uuid.uuid4().hex[:8]}").staging
     laned = _laned(envelopes)
 
     def stage_later():
@@ -226,7 +227,7 @@ def test_await_staging_complete_waits_for_a_topic_that_appears_later(
 def test_await_staging_complete_gives_up_and_shows_what_is_missing(
     source, envelopes, target_cluster, source_cluster, ids
 ):
-    topic = f"__exactly.partial-{uuid.uuid4().hex[:8]}.staging"
+    topic = FlowNames(f"partial-{uuid.uuid4().hex[:8]}").staging
     create_topic(target_cluster.bootstrap_servers, topic, STAGING_PARTITIONS, STAGING_CONFIG)
     laned = _laned(envelopes)
     (_, dropped), kept = laned[-1], laned[:-1]
@@ -408,7 +409,7 @@ def test_lane_split_over_two_staging_partitions(
     source, envelopes, target_cluster, source_cluster, ids
 ):
     """Planted in a real staging topic: one envelope produced to the wrong partition."""
-    topic = f"__exactly.split-{uuid.uuid4().hex[:8]}.staging"
+    topic = FlowNames(f"split-{uuid.uuid4().hex[:8]}").staging
     create_topic(target_cluster.bootstrap_servers, topic, STAGING_PARTITIONS, STAGING_CONFIG)
     laned = _laned(envelopes)
     index = max(range(len(laned)), key=lambda i: laned[i][1].prev_offset or -1)
@@ -426,7 +427,7 @@ def test_lane_split_over_two_staging_partitions(
 
 
 def test_undecodable_staging_records_are_reported(target_cluster):
-    topic = f"__exactly.garbage-{uuid.uuid4().hex[:8]}.staging"
+    topic = FlowNames(f"garbage-{uuid.uuid4().hex[:8]}").staging
     create_topic(target_cluster.bootstrap_servers, topic, 2)
     producer = Producer({"bootstrap.servers": target_cluster.bootstrap_servers})
     producer.produce(topic, b"not msgpack at all", partition=1)

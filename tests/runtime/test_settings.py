@@ -490,3 +490,9 @@ def test_a_bad_destination_topic_template_is_named(template):
     with pytest.raises(ConfigError) as raised:
         load(REPLICATION_TOPICS_INCLUDE="x", REPLICATION_DESTINATION_TOPIC=template)
     assert str(raised.value).startswith("REPLICATION_DESTINATION_TOPIC=")
+
+
+def test_settings_name_the_flow_s_topics_from_its_name_and_staging_override():
+    assert load(REPLICATION_FLOW="eu").names.staging == "__exactly.eu.staging"
+    overridden = load(REPLICATION_FLOW="eu", REPLICATION_STAGING_TOPIC="stage-eu").names
+    assert (overridden.staging, overridden.checkpoints) == ("stage-eu", "__exactly.eu.checkpoints")
