@@ -60,7 +60,7 @@ def run() -> int:
             deduplicator.run()
         log.info("deduplicator counts", **_totals(metrics))
 
-    return run_role("deduplicator", work, registry=metrics.registry, fatal=(DeduplicatorError,))
+    return run_role("deduplicator", work, registry=metrics.registry)
 
 
 def _totals(metrics: DeduplicatorMetrics) -> dict[str, int]:

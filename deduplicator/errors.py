@@ -1,15 +1,11 @@
-"""Errors of stage 2.
-
-DeduplicatorError
-├── StateStoreError         local RocksDB state cannot be opened, read or written
-├── TransactionFailedError  a transaction cannot complete: abort it, go on from the commit
-└── RestoreTimeoutError     a partition's state was not restored within the rebalance deadline
-"""
+"""Errors of stage 2 (the whole tree: runtime/errors.py)."""
 
 from __future__ import annotations
 
+from runtime.errors import ExactlyError
 
-class DeduplicatorError(Exception):
+
+class DeduplicatorError(ExactlyError):
     """Root of every error stage 2 raises."""
 
 

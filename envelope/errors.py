@@ -1,15 +1,14 @@
-"""Errors raised by the envelope codec.
-
-    EnvelopeError                 anything wrong with an envelope (catch this one)
-    ├── UnsupportedVersionError   a well-formed envelope of a format version this build cannot read
-    └── MalformedEnvelopeError    bytes, or an Envelope value, that break the format contract
+"""Errors raised by the envelope codec (the whole tree: runtime/errors.py); catch
+``EnvelopeError``.
 
 Every message says what is wrong and where, e.g.
 "envelope record 3 field 'key': expected bytes or nil, got int".
 """
 
+from runtime.errors import ExactlyError
 
-class EnvelopeError(Exception):
+
+class EnvelopeError(ExactlyError):
     """Root of the envelope package's errors."""
 
 

@@ -17,10 +17,9 @@ import click
 from confluent_kafka import KafkaException
 
 from exactly.demo.clusters import demo_directory
-from exactly.demo.errors import DemoError
 from exactly.demo.progress import DemoView
 from exactly.demo.scenario import DemoOptions, DemoRun
-from localkafka import LocalKafkaError
+from runtime import ExactlyError
 
 EXIT_CLEAN = 0
 EXIT_FAILED = 1
@@ -79,7 +78,7 @@ def _run_to_the_end(run: DemoRun, view: DemoView) -> int:
         status = EXIT_SIGTERM
         view.stop_live()
         view.say("terminated (SIGTERM): stopping the roles and the clusters", style="bold yellow")
-    except (DemoError, LocalKafkaError, KafkaException, OSError) as exc:
+    except (ExactlyError, KafkaException, OSError) as exc:
         view.stop_live()
         click.echo(f"exactly demo: {exc}", err=True)
     finally:

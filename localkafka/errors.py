@@ -1,15 +1,11 @@
-"""Errors of localkafka.
-
-LocalKafkaError
-├── KafkaInstallError      the Kafka jars could not be resolved with Maven
-├── ClusterStateError      a cluster directory is missing, foreign or in the wrong state
-└── ClusterStartError      the broker process died or did not become ready in time
-"""
+"""Errors of localkafka (the whole tree: runtime/errors.py)."""
 
 from __future__ import annotations
 
+from runtime.errors import ExactlyError
 
-class LocalKafkaError(Exception):
+
+class LocalKafkaError(ExactlyError):
     """Root of every error localkafka raises."""
 
 

@@ -8,7 +8,6 @@ import sys
 
 from offsetsync.checkpoints import CheckpointWriter
 from offsetsync.clients import connect
-from offsetsync.errors import OffsetSyncError
 from offsetsync.loop import OffsetSync
 from offsetsync.metrics import OffsetSyncMetrics
 from runtime import ConfigError, GracefulShutdown, Health, Settings, call_retrying, get_logger
@@ -73,7 +72,7 @@ def run() -> int:
             sync.close()
             checkpoints.close()
 
-    return run_role("offsetsync", work, registry=metrics.registry, fatal=(OffsetSyncError,))
+    return run_role("offsetsync", work, registry=metrics.registry)
 
 
 def _require_selection(settings: Settings) -> None:

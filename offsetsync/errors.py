@@ -1,16 +1,15 @@
-"""Errors of offset sync.
+"""Errors of offset sync (the whole tree: runtime/errors.py).
 
-OffsetSyncError
-├── ReadTimeoutError  a cycle's reads did not reach their end in time (a broker away): the
-│                     cycle fails, nothing is committed on the target, the next one retries
-└── NoOffsetsError    not one selected group's offsets could be fetched from the source: the
-                      cycle fails (after a few, the clients are made anew)
+A cycle that raises one fails as a whole: nothing is committed on the target, the next cycle
+retries (after a few failures, the clients are made anew).
 """
 
 from __future__ import annotations
 
+from runtime.errors import ExactlyError
 
-class OffsetSyncError(Exception):
+
+class OffsetSyncError(ExactlyError):
     """Root of every error offset sync raises."""
 
 

@@ -8,7 +8,6 @@ import sys
 
 from confluent_kafka.admin import AdminClient
 
-from replicator.errors import ReplicatorError
 from replicator.flowrecords import FlowRecords
 from replicator.loop import Replicator
 from replicator.metrics import ReplicatorMetrics
@@ -48,4 +47,4 @@ def run() -> int:
         with heartbeat:
             replicator.run()
 
-    return run_role("replicator", work, registry=metrics.registry, fatal=(ReplicatorError,))
+    return run_role("replicator", work, registry=metrics.registry)

@@ -1,20 +1,19 @@
-"""Errors of stage 1.
+"""Errors of stage 1 (the whole tree: runtime/errors.py).
 
-ReplicatorError
-├── StagingMismatchError   the staging topic is not what was recorded at its creation
-└── TopicSetupError        a staging or destination topic could not be created or read
+A topic stage 1 cannot create or read raises runtime's ``TopicSetupError``, re-exported here.
 """
 
 from __future__ import annotations
 
+from runtime.errors import ExactlyError, TopicSetupError
 
-class ReplicatorError(Exception):
-    """Root of every error stage 1 raises."""
+
+class ReplicatorError(ExactlyError):
+    """Root of stage 1's own errors."""
 
 
 class StagingMismatchError(ReplicatorError):
     """The staging topic's partition count differs from the lane mapping recorded for it."""
 
 
-class TopicSetupError(ReplicatorError):
-    """Creating or describing a topic failed."""
+__all__ = ["ReplicatorError", "StagingMismatchError", "TopicSetupError"]

@@ -1,12 +1,42 @@
-"""Errors of runtime.
+"""The root of every error kafka-exactly raises, and the whole tree, drawn here once.
 
-ExactlyError                  root of every error runtime raises
-├── ConfigError               an environment variable is missing, malformed or unknown
-└── KafkaClientError          a confluent_kafka error, classified (kafka_errors.classify)
-    ├── RetriableKafkaError   transient: call again after a short backoff
-    ├── AbortableKafkaError   abort the open transaction, rewind the consumer, begin again
-    └── FatalKafkaError       this client is unusable: close it, make a new one or exit
-        └── FencedError       another instance with our identity took over (zombie)
+A role's process exits 1 (restart me) on any ``ExactlyError`` or untranslated ``KafkaException``
+and 2 on a ``ConfigError`` (runtime/role.py); nothing else needs a list of fatal classes.
+
+ExactlyError                        root: every package's errors derive from it
+├── ConfigError                     runtime: an environment variable is missing, malformed, unknown
+├── KafkaClientError                runtime: a confluent_kafka error, classified (kafka_errors)
+│   ├── RetriableKafkaError         transient: call again after a short backoff
+│   ├── AbortableKafkaError         abort the open transaction, rewind the consumer, begin again
+│   └── FatalKafkaError             this client is unusable: close it, make a new one or exit
+│       └── FencedError             another instance with our identity took over (zombie)
+├── TopicSetupError                 runtime: a topic could not be created, or got no leaders
+├── HttpServerError                 runtime.http: the metrics/health port cannot be served
+├── EnvelopeError                   envelope: anything wrong with an envelope
+│   ├── UnsupportedVersionError     a well-formed envelope of a format version we cannot read
+│   └── MalformedEnvelopeError      bytes, or an Envelope value, that break the format contract
+├── LocalKafkaError                 localkafka: the embedded local clusters
+│   ├── KafkaInstallError           the Kafka jars could not be resolved with Maven
+│   ├── ClusterStateError           a cluster directory is missing, foreign or in the wrong state
+│   └── ClusterStartError           the broker died or did not become ready in time
+├── ReplicatorError                 stage 1
+│   └── StagingMismatchError        the staging topic is not what was recorded at its creation
+├── DeduplicatorError               stage 2
+│   ├── StateStoreError             local RocksDB state cannot be opened, read or written
+│   ├── TransactionFailedError      a transaction cannot complete: abort, go on from the commit
+│   └── RestoreTimeoutError         a partition's state was not restored within the deadline
+├── OffsetSyncError                 offset sync
+│   ├── ReadTimeoutError            a cycle's reads did not reach their end in time
+│   └── NoOffsetsError              not one selected group's offsets could be fetched
+├── ValidatorError                  the audit (exit 3 unless a subclass says otherwise)
+│   ├── InputError                  bad input: a cluster out of reach, an unknown topic (exit 2)
+│   └── IncompleteError             the audit could not finish: no verdict (exit 3)
+├── DemoError                       exactly demo: a failure of the demo itself, not a verdict
+│   └── GroupNotMovedError          the failover step's group did not arrive on the target
+└── RoleNotDrainedError             exactly run: a supervised role did not drain cleanly
+
+Each package's errors.py holds its own classes and says what they mean; ``tests/runtime``
+checks this drawing against the classes, so it cannot drift.
 """
 
 from __future__ import annotations
@@ -15,7 +45,7 @@ from confluent_kafka import KafkaError
 
 
 class ExactlyError(Exception):
-    """Root of every error runtime raises."""
+    """Root of every error kafka-exactly raises."""
 
 
 class ConfigError(ExactlyError):
@@ -45,6 +75,10 @@ class KafkaClientError(ExactlyError):
         reason = _one_line(kafka_error.str())
         where = f"{operation}: " if operation else ""
         super().__init__(f"{where}{kafka_error.name()}: {reason}")
+
+
+class TopicSetupError(ExactlyError):
+    """A topic could not be created, or its partitions got no leader in time."""
 
 
 class RetriableKafkaError(KafkaClientError):

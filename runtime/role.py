@@ -16,6 +16,7 @@ from prometheus_client import CollectorRegistry, ProcessCollector
 
 from runtime.errors import ConfigError, ExactlyError
 from runtime.http import Health, serve_http
+from runtime.kafka_errors import kafka_error_of, to_client_error
 from runtime.liveness import Heartbeat
 from runtime.logs import configure_logging, get_logger
 from runtime.settings import Settings, load_settings
@@ -34,9 +35,13 @@ def run_role(
     work: Work,
     *,
     registry: CollectorRegistry,
-    fatal: tuple[type[BaseException], ...] = (),
 ) -> int:
-    """Run `work` as the process's role; returns the exit status."""
+    """Run `work` as the process's role; returns the exit status.
+
+    Fatal (exit 1, the orchestrator restarts us) is decided by class: every error of ours
+    derives from ``ExactlyError`` (runtime/errors.py), and a ``KafkaException`` a role did not
+    translate is fatal too. Anything else is a bug and keeps its traceback.
+    """
     try:
         settings = load_settings()
     except ConfigError as exc:
@@ -61,7 +66,11 @@ def run_role(
         # A combination only this role needs (checked by its work before it starts).
         print(f"exactly {role}: configuration error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
-    except (*fatal, KafkaException, ExactlyError) as exc:
+    except KafkaException as exc:
+        error = to_client_error(kafka_error_of(exc))
+        log.error(f"{role} stopped by a fatal error", error=str(error))
+        return EXIT_FATAL
+    except ExactlyError as exc:
         log.error(f"{role} stopped by a fatal error", error=str(exc))
         return EXIT_FATAL
     finally:

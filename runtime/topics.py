@@ -7,13 +7,10 @@ import time
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from runtime.errors import ExactlyError
+from runtime.errors import TopicSetupError
+from runtime.kafka_errors import kafka_error_of
 
 _TIMEOUT_S = 30.0
-
-
-class TopicSetupError(ExactlyError):
-    """A topic could not be created, or its partitions got no leader in time."""
 
 
 def ensure_topic(admin: AdminClient, topic: NewTopic) -> None:
@@ -22,7 +19,7 @@ def ensure_topic(admin: AdminClient, topic: NewTopic) -> None:
         admin.create_topics([topic])[topic.topic].result(timeout=_TIMEOUT_S)
     except KafkaException as exc:
         # Another instance of the flow may have created it a moment ago: that is success.
-        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+        if kafka_error_of(exc).code() != KafkaError.TOPIC_ALREADY_EXISTS:
             raise TopicSetupError(f"could not create topic {topic.topic}: {exc}") from exc
     await_leaders(admin, topic.topic)
 

@@ -1,12 +1,8 @@
-"""Errors of the validator, and the exit status each one means.
+"""Errors of the validator (the whole tree: runtime/errors.py), and the exit status each means.
 
-ValidatorError          root of every error the validator raises
-├── InputError          bad input: a cluster out of reach, an unknown topic, an empty range
-│                       (exit 2)
-└── IncompleteError     the audit could not finish (Spark failed, a read failed): no verdict
-                        (exit 3)
-
-A discrepancy is not an error: it is the audit's result, and exit status 1.
+0 clean; 1 a discrepancy (not an error: the audit's result); 2 ``InputError``, bad input such as
+a cluster out of reach, an unknown topic or an empty range; 3 ``IncompleteError`` (and any other
+``ValidatorError``), the audit could not finish, so it has no verdict.
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from runtime.errors import ExactlyError
 
-class DemoError(Exception):
+
+class DemoError(ExactlyError):
     """A failure of the demo itself (not a verdict): the message names the problem."""
