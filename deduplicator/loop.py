@@ -21,10 +21,17 @@ from deduplicator.state import StateStore
 from envelope import EnvelopeError, decode, encode_provenance
 from envelope.model import TIMESTAMP_NOT_AVAILABLE
 from envelope.provenance import HEADER_PROVENANCE
-from runtime import ErrorClass, Settings, call_retrying, classify, get_logger
+from runtime import (
+    ErrorClass,
+    Settings,
+    abort_or_replace,
+    call_retrying,
+    classify,
+    get_logger,
+    kafka_error_of,
+    produce_when_room,
+)
 from runtime.deadline import hard_deadline
-from runtime.errors import FencedError
-from runtime.kafka_errors import to_client_error
 from runtime.role import static_membership
 
 log = get_logger(__name__)
@@ -210,7 +217,8 @@ class Deduplicator:
                         ),
                     )
                 )
-            self._produce(
+            produce_when_room(
+                self.producer,
                 destination,
                 value=record.value,
                 key=record.key,
@@ -231,14 +239,6 @@ class Deduplicator:
             self._destinations[topic] = self.settings.destination_topic(topic)
         return self._destinations[topic]
 
-    def _produce(self, topic: str, **kwargs: object) -> None:
-        while True:
-            try:
-                self.producer.produce(topic, **kwargs)
-                return
-            except BufferError:
-                self.producer.poll(0.1)
-
     def _dead_letter(self, message: Message, reason: str) -> None:
         """Invariant 7: a bad staging record is kept, with its reason, in the same transaction."""
         if self.settings.on_bad_envelope == "stop":
@@ -247,7 +247,8 @@ class Deduplicator:
                 f"{reason}"
             )
         self.metrics.dead_letters.inc()
-        self._produce(
+        produce_when_room(
+            self.producer,
             self.deadletter_topic,
             value=message.value(),
             key=message.key(),
@@ -302,7 +303,8 @@ class Deduplicator:
             )
 
         for key, (partition, state) in self._pending.items():  # step 1
-            self._produce(
+            produce_when_room(
+                self.producer,
                 self.changelog_topic,
                 key=key,
                 value=encode_state(state),
@@ -356,8 +358,8 @@ class Deduplicator:
         try:
             call_retrying(call, deadline_s=RETRY_DEADLINE_S, on_retry=say)
         except KafkaException as exc:
-            error = _kafka_error(exc)
-            if error is not None and classify(error) is ErrorClass.RETRIABLE:
+            error = kafka_error_of(exc)
+            if classify(error) is ErrorClass.RETRIABLE:
                 raise TransactionFailedError(
                     f"{operation}: {error.str()} (retried for {RETRY_DEADLINE_S:.0f} s)"
                 ) from exc
@@ -369,8 +371,10 @@ class Deduplicator:
             self._commit()
             return True
         except (KafkaException, TransactionFailedError) as exc:
-            error = _kafka_error(exc)
-            if error is not None and classify(error) is ErrorClass.FATAL:
+            if (
+                isinstance(exc, KafkaException)
+                and classify(kafka_error_of(exc)) is ErrorClass.FATAL
+            ):
                 raise
             # Abortable: abort, rewind staging to the committed offsets, and forget the
             # uncommitted state (RocksDB holds only committed state).
@@ -382,18 +386,9 @@ class Deduplicator:
     def _abort(self) -> None:
         self.metrics.transactions.labels("aborted").inc()
         try:
-            self.producer.flush(TXN_TIMEOUT_S)  # DESIGN.md §9: an abort after a flush succeeds
-            self.producer.abort_transaction(TXN_TIMEOUT_S)
-        except KafkaException as exc:
-            error = _kafka_error(exc)
-            if error is not None and isinstance(to_client_error(error), FencedError):
-                raise
-            # DESIGN.md §9 (librdkafka #4849), or a broker away past the timeout: a new producer
-            # of the same transactional.id fences this one and ends its transaction on the
-            # broker, so nothing of it can become visible (invariant 6). Never a crash loop.
-            log.warning("abort failed; replacing the transactional producer", error=str(exc))
-            self.producer.close()
-            self.producer = self._new_producer()
+            # Invariant 6: if the abort fails, the producer that replaces ours fences it and
+            # ends its transaction on the broker, so nothing of it can become visible.
+            self.producer = abort_or_replace(self.producer, self._new_producer, TXN_TIMEOUT_S)
         finally:
             self._reset_transaction()
 
@@ -471,9 +466,3 @@ class Deduplicator:
             seconds=round(seconds, 2),
         )
         return store
-
-
-def _kafka_error(exc: BaseException) -> KafkaError | None:
-    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
-        return exc.args[0]
-    return None

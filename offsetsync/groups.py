@@ -23,6 +23,7 @@ from runtime import (
     call_retrying,
     classify,
     get_logger,
+    kafka_error_of,
     translate_kafka_errors,
 )
 
@@ -95,7 +96,7 @@ class ClusterGroups:
             except KafkaException as exc:
                 # One group's fetch failing (a transactional commit of it pending, its
                 # coordinator loading) leaves that group out of this cycle, not every group.
-                if classify(exc.args[0]) is not ErrorClass.RETRIABLE:
+                if classify(kafka_error_of(exc)) is not ErrorClass.RETRIABLE:
                     raise
                 log.info("group offsets not fetched this cycle", group=group, error=str(exc))
                 continue
@@ -156,7 +157,7 @@ class ClusterGroups:
             try:
                 result = future.result()
             except KafkaException as exc:
-                outcomes[group] = dict.fromkeys(offsets[group], exc.args[0])
+                outcomes[group] = dict.fromkeys(offsets[group], kafka_error_of(exc))
                 continue
             outcomes[group] = {(tp.topic, tp.partition): tp.error for tp in result.topic_partitions}
         return outcomes

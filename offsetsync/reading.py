@@ -24,6 +24,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from offsetsync.errors import ReadTimeoutError
+from runtime import kafka_error_of
 
 # (topic, partition)
 Key = tuple[str, int]
@@ -192,7 +193,7 @@ class ClusterReader:
             try:
                 offsets[(tp.topic, tp.partition)] = future.result().offset
             except KafkaException as exc:
-                if exc.args[0].code() not in _ABSENT:
+                if kafka_error_of(exc).code() not in _ABSENT:
                     raise
         return offsets
 

@@ -13,9 +13,10 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaException, Producer
 
 from runtime.errors import ConfigError
+from runtime.kafka_errors import kafka_error_of
 
 PROPERTIES_INFIX = "PROPERTIES_"
 FILE_SUFFIX = "_FILE"
@@ -196,8 +197,7 @@ def _rejection(properties: Iterable[ClientProperty]) -> str | None:
         # Dropped at once: without bootstrap servers nothing connects and nothing is queued.
         Producer(config)
     except KafkaException as exc:
-        error = exc.args[0] if exc.args else None
-        return error.str() if isinstance(error, KafkaError) else str(exc)
+        return kafka_error_of(exc).str()
     except (TypeError, ValueError) as exc:
         return str(exc)
     return None

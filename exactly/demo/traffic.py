@@ -20,7 +20,13 @@ from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from exactly.demo.errors import DemoError
-from runtime import call_retrying
+from runtime import (
+    ExactlyError,
+    abort_or_replace,
+    call_retrying,
+    kafka_error_of,
+    produce_when_room,
+)
 from runtime.topics import TopicSetupError, ensure_topic
 
 TRANSACTIONAL_ID = "exactly-demo-traffic"
@@ -151,7 +157,7 @@ class SampleTraffic:
                 self._produce_until_stopped(producer)
             finally:
                 producer.close()
-        except (KafkaException, DemoError) as exc:
+        except (KafkaException, ExactlyError) as exc:
             self.error = f"the sample producer failed: {exc}"
         except Exception as exc:  # a thread must not die silently; the demo reports it
             self.error = f"the sample producer crashed: {exc!r}"
@@ -208,14 +214,9 @@ class _TransactionalProducer:
         value = record.value
         if abort and value is not None:
             value = ABORTED_MARK + value  # visible in a dump, should one ever reach the target
-        while True:
-            try:
-                self._producer.produce(
-                    record.topic, key=record.key, value=value, headers=record.headers
-                )
-                return
-            except BufferError:  # the local queue is full: let deliveries drain
-                self._producer.poll(0.1)
+        produce_when_room(
+            self._producer, record.topic, key=record.key, value=value, headers=record.headers
+        )
 
     def _commit(self) -> bool:
         try:
@@ -224,19 +225,10 @@ class _TransactionalProducer:
             )
             return True
         except KafkaException as exc:
-            if not exc.args[0].txn_requires_abort():
+            if not kafka_error_of(exc).txn_requires_abort():
                 raise
             self._abort()
             return False
 
     def _abort(self) -> None:
-        # librdkafka #4849: an abort before the records were sent can fail fatally; flushing
-        # first avoids it, and where it still happens a new producer with the same
-        # transactional.id fences the old one and aborts its transaction.
-        self._producer.flush(_TIMEOUT_S)
-        try:
-            self._producer.abort_transaction(_TIMEOUT_S)
-        except KafkaException as exc:
-            if not exc.args[0].fatal():
-                raise
-            self._producer = self._new_producer()
+        self._producer = abort_or_replace(self._producer, self._new_producer, _TIMEOUT_S)

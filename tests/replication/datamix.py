@@ -25,9 +25,9 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, Producer
 
-from runtime import call_retrying
+from runtime import abort_or_replace, call_retrying, produce_when_room
 from tests.kafka_helpers import create_topic
 
 LARGE_VALUE_BYTES = 1_500_000
@@ -244,12 +244,7 @@ class _DeliveryCheckedProducer:
 
     def produce(self, topic: str, **kwargs: object) -> None:
         kwargs["headers"] = list(kwargs.get("headers") or ())  # the client takes no tuple
-        while True:
-            try:
-                self._producer.produce(topic, on_delivery=self._on_delivery, **kwargs)
-                return
-            except BufferError:  # local queue full: let deliveries drain
-                self._producer.poll(0.1)
+        produce_when_room(self._producer, topic, on_delivery=self._on_delivery, **kwargs)
 
     def flush_and_check(self) -> None:
         remaining = self._producer.flush(_TIMEOUT_S)
@@ -288,15 +283,7 @@ class _TransactionalProducer:
         self._producer.commit_transaction(_TIMEOUT_S)
 
     def abort(self) -> None:
-        # DESIGN §9 (librdkafka #4849): flush first; if the abort still fails fatally, a new
-        # producer with the same transactional.id fences the old one and aborts its transaction.
-        self.flush()
-        try:
-            self._producer.abort_transaction(_TIMEOUT_S)
-        except KafkaException as exc:
-            if not exc.args[0].fatal():
-                raise
-            self._producer = self._new_producer()
+        self._producer = abort_or_replace(self._producer, self._new_producer, _TIMEOUT_S)
 
     def close(self) -> None:
         self._producer.flush(_TIMEOUT_S)

@@ -13,7 +13,7 @@ import pytest
 from confluent_kafka import KafkaException, Producer
 
 from envelope import HEADER_PROVENANCE, decode_provenance
-from runtime import ErrorClass, classify
+from runtime import ErrorClass, classify, kafka_error_of
 from runtime.names import FlowNames
 from tests.kafka_helpers import create_topic
 from tests.replication.datamix import ContinuousProducer, create_data_mix
@@ -44,7 +44,7 @@ def _await_destination(target, source_records, timeout_s: float = 120.0, supervi
         except LookupError:  # stage 1 has not created every destination topic yet
             destination = {}
         except KafkaException as exc:  # a new topic's partitions without a leader yet
-            if classify(exc.args[0]) is not ErrorClass.RETRIABLE:
+            if classify(kafka_error_of(exc)) is not ErrorClass.RETRIABLE:
                 raise
             destination = {}
         if sum(len(r) for r in destination.values()) >= expected or time.monotonic() > deadline:
