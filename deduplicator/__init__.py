@@ -1,6 +1,6 @@
 """Stage 2: staging envelopes into the original records, each exactly once (DESIGN.md §4, 4-6).
 
-In progress (issue 5): the transactional loop, the dedup rule, the RocksDB state store with its
-changelog, restore on assignment and the dead-letter topic work end to end; metrics, bounded
-rebalance deadlines, the long chaos run, the demo and the benchmark do not exist yet.
+The transactional consume-process-produce loop (loop.py), the dedup rule (rule.py), the RocksDB
+state store (state.py) with its changelog and restore on assignment (restore.py), the
+dead-letter topic and the metrics (metrics.py); app.py runs it as a role.
 """

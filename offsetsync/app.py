@@ -57,6 +57,9 @@ def run() -> int:
             reconnect=lambda: connect(settings, metrics),
             checkpoints=checkpoints,
             source_cluster_id=source_cluster_id,
+            should_stop=lambda: shutdown.requested,
+            wait=shutdown.wait,
+            beat=heartbeat.beat,
         )
         health.set_ready(True)
         log.info(
@@ -67,7 +70,7 @@ def run() -> int:
         )
         try:
             with heartbeat:
-                sync.run(lambda: shutdown.requested, shutdown.wait, heartbeat.beat)
+                sync.run()
         finally:
             sync.close()
             checkpoints.close()

@@ -77,8 +77,14 @@ class OffsetSync:
         reconnect: Callable[[], SyncClients],
         checkpoints: CheckpointWriter,
         source_cluster_id: str,
+        should_stop: Callable[[], bool],
+        wait: Callable[[float], object] = time.sleep,
+        beat: Callable[[], None] = lambda: None,
     ) -> None:
         self._settings = settings
+        self._should_stop = should_stop
+        self._wait = wait
+        self._beat = beat
         self._metrics = metrics
         self._clients = clients
         self._reconnect = reconnect
@@ -92,14 +98,9 @@ class OffsetSync:
         self._unknown: set[GroupPartition] = set()  # warned about, by destination partition
         self._cache: OrderedDict[Request, Translated] = OrderedDict()
 
-    def run(
-        self,
-        stopping: Callable[[], bool],
-        wait: Callable[[float], object],
-        beat: Callable[[], None],
-    ) -> None:
+    def run(self) -> None:
         interval_s = self._settings.sync_interval_ms / 1000
-        while not stopping():
+        while not self._should_stop():
             started = time.monotonic()
             try:
                 # runtime's one classification: a retriable error ends the cycle; any other
@@ -111,12 +112,12 @@ class OffsetSync:
                 self._cycle_failed(exc.kafka_error.str())
             except OffsetSyncError as exc:
                 self._cycle_failed(str(exc))
-            beat()
+            self._beat()
             # Beat while waiting too: an interval longer than the liveness limit is no hang.
             deadline = started + interval_s
-            while not stopping() and (remaining := deadline - time.monotonic()) > 0:
-                wait(min(remaining, _BEAT_EVERY_S))
-                beat()
+            while not self._should_stop() and (remaining := deadline - time.monotonic()) > 0:
+                self._wait(min(remaining, _BEAT_EVERY_S))
+                self._beat()
 
     def cycle(self) -> None:
         """One pass over every selected group."""
