@@ -7,6 +7,7 @@ from __future__ import annotations
 import socket
 import sys
 import time
+from typing import Any
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -63,7 +64,7 @@ def run() -> int:
     return run_role("deduplicator", work, registry=metrics.registry)
 
 
-def _totals(metrics: DeduplicatorMetrics) -> dict[str, int]:
+def _totals(metrics: DeduplicatorMetrics) -> dict[str, Any]:  # log fields: counts
     """This process's lifetime counts, for its last log line."""
     totals: dict[str, int] = {}
     for family in metrics.registry.collect():

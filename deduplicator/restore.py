@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from contextlib import contextmanager
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
@@ -44,7 +44,7 @@ def changelog_reader(settings: Settings) -> Iterator[Consumer]:
 
 def changelog_tail(
     reader: Consumer, topic: str, partition: int, start: int, deadline: float
-) -> Iterator[tuple[bytes, bytes | None, int]]:
+) -> Generator[tuple[bytes, bytes | None, int]]:
     """(key, value, offset) of the readable changelog records from `start` to the end offset of
     the moment; RestoreTimeoutError once `time.monotonic()` passes `deadline`."""
     tp = TopicPartition(topic, partition)

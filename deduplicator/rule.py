@@ -73,9 +73,10 @@ def state_key(source_cluster_id: str, topic: str, partition: int) -> bytes:
 
 
 def encode_state(state: PartitionState) -> bytes:
-    return msgpack.packb(
+    packed: bytes = msgpack.packb(
         (_STATE_VERSION, state.topic_id, state.high, list(state.retired)), use_bin_type=True
     )
+    return packed
 
 
 def decode_state(data: bytes) -> PartitionState:

@@ -56,7 +56,8 @@ def _write_options() -> WriteOptions:
     # `changelog_offset() + 1` fills that tail in from Kafka, the truth.
     options = WriteOptions()
     options.sync = False
-    options.disable_wal = False
+    # rocksdict's stub declares the property disable_wal a method.
+    options.disable_wal = False  # type: ignore[method-assign,assignment]
     return options
 
 
@@ -257,7 +258,7 @@ def _read_offset(db: Rdict, directory: Path) -> int | None:
         return None
     if len(data) != _OFFSET.size:
         raise StateStoreError(f"state store {directory}: changelog offset is {data!r}")
-    (offset,) = _OFFSET.unpack(data)
+    offset: int = _OFFSET.unpack(data)[0]
     return offset
 
 

@@ -37,6 +37,7 @@ from collections import deque
 from dataclasses import fields
 from itertools import repeat
 from operator import attrgetter
+from typing import Any
 
 import msgpack
 
@@ -103,7 +104,8 @@ def encode_rows(
     wire = (FORMAT_VERSION, source_cluster_id, topic, topic_id, partition, prev_offset, rows)
     _validate(wire)
     try:
-        return msgpack.packb(wire, use_bin_type=True)
+        packed: bytes = msgpack.packb(wire, use_bin_type=True)
+        return packed
     except UnicodeEncodeError as exc:  # a str with lone surrogates: not representable in UTF-8
         raise MalformedEnvelopeError(f"envelope string is not encodable as UTF-8: {exc}") from exc
 
@@ -116,7 +118,7 @@ def decode(data: bytes) -> Envelope:
     return Envelope(cluster_id, topic, topic_id, partition, prev_offset, _build_records(rows))
 
 
-def _unpack(data: bytes) -> object:
+def _unpack(data: bytes) -> Any:  # msgpack's value, of a shape _validate checks
     if not data:
         raise MalformedEnvelopeError("empty envelope (0 bytes)")
     if data[:2] != _V1_PREFIX:

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from confluent_kafka import KafkaException, Producer
 
@@ -27,7 +28,7 @@ def produce_when_room(
     topic: str,
     *,
     keep_waiting: Callable[[], bool] = lambda: True,
-    **record: object,
+    **record: Any,  # what Producer.produce takes: key, value, partition, headers...
 ) -> bool:
     """Produce ``record`` to ``topic``, serving delivery reports while the local queue is full.
 

@@ -197,7 +197,7 @@ def _rejection(properties: Iterable[ClientProperty]) -> str | None:
         # Dropped at once: without bootstrap servers nothing connects and nothing is queued.
         Producer(config)
     except KafkaException as exc:
-        return kafka_error_of(exc).str()
+        return str(kafka_error_of(exc).str())
     except (TypeError, ValueError) as exc:
         return str(exc)
     return None

@@ -83,7 +83,8 @@ class ClusterSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", validate_by_name=True)
 
-    bootstrap_servers: Servers = Field(
+    # mypy checks Field like a dataclass field, whose alias must be a literal; pydantic's is not.
+    bootstrap_servers: Servers = Field(  # type: ignore[literal-required]
         alias=_BOOTSTRAP_ALIAS,
         description="Required. Comma-separated host:port list; IPv6 in brackets ([::1]:9092).",
     )
@@ -527,5 +528,5 @@ def _render(value: object) -> str:
     if isinstance(value, tuple):
         return ",".join(_render(item) for item in value)
     if isinstance(value, re.Pattern):
-        return value.pattern
+        return str(value.pattern)
     return str(value)
