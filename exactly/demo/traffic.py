@@ -27,7 +27,8 @@ from runtime import (
     kafka_error_of,
     produce_when_room,
 )
-from runtime.topics import TopicSetupError, ensure_topic
+from runtime.errors import TopicSetupError
+from runtime.topics import ensure_topic
 
 TRANSACTIONAL_ID = "exactly-demo-traffic"
 ABORTED_MARK = b"ABORTED "
