@@ -21,6 +21,7 @@ import time
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from confluent_kafka import KafkaException
 
@@ -228,19 +229,16 @@ class OffsetSync:
             if states[group] == "synced":
                 states[group] = "waiting"
         elif isinstance(translation, BehindRetention):
-            if states[group] != "active_on_target":
-                states[group] = "behind_retention"
-            if (group, source_key) not in self._behind:
-                self._behind.add((group, source_key))
-                log.warning(
-                    "committed offset below the source's log start: the records it would read "
-                    "next are gone from the source, so it is not translated",
-                    group=group,
-                    topic=source_key[0],
-                    partition=source_key[1],
-                    committed=self._seen[(group, source_key)].offset,
-                    log_start=translation.log_start,
-                )
+            _hold(states, group, "behind_retention")
+            _warn_once(
+                self._behind,
+                group,
+                source_key,
+                "committed offset below the source's log start: the records it would read "
+                "next are gone from the source, so it is not translated",
+                committed=self._seen[(group, source_key)].offset,
+                log_start=translation.log_start,
+            )
 
     def _apply(self, moves: dict[str, dict[Key, _Move]], states: dict[str, str]) -> None:
         target_states = self._clients.target_groups.states()
@@ -306,17 +304,14 @@ class OffsetSync:
 
     def _target_unknown(self, group: str, destination_key: Key, states: dict[str, str]) -> None:
         self._metrics.target_unknown.inc()
-        if states[group] != "active_on_target":
-            states[group] = "target_unknown"
-        if (group, destination_key) not in self._unknown:
-            self._unknown.add((group, destination_key))
-            log.warning(
-                "the target did not tell where the group is on this partition: not committed "
-                "this cycle (never over an offset we do not know); the next cycle asks again",
-                group=group,
-                topic=destination_key[0],
-                partition=destination_key[1],
-            )
+        _hold(states, group, "target_unknown")
+        _warn_once(
+            self._unknown,
+            group,
+            destination_key,
+            "the target did not tell where the group is on this partition: not committed "
+            "this cycle (never over an offset we do not know); the next cycle asks again",
+        )
 
     def _committed_one(self, group: str, destination_key: Key, move: _Move) -> None:
         self._committed[(group, destination_key)] = move.translated.destination_offset
@@ -374,3 +369,20 @@ class OffsetSync:
             self._metrics.reconnects.inc()
             self._clients.close()
             self._clients = self._reconnect()
+
+
+def _hold(states: dict[str, str], group: str, state: str) -> None:
+    """A group not synced this cycle shows why, unless it is active on the target (which says
+    more: its consumers run there, so nothing is committed for it at all)."""
+    if states[group] != "active_on_target":
+        states[group] = state
+
+
+def _warn_once(
+    warned: set[GroupPartition], group: str, key: Key, message: str, **fields: Any
+) -> None:
+    """One warning per group and partition while the condition lasts (the caller forgets the
+    pair when it clears), not one per cycle."""
+    if (group, key) not in warned:
+        warned.add((group, key))
+        log.warning(message, group=group, topic=key[0], partition=key[1], **fields)
