@@ -18,7 +18,6 @@ import shutil
 import struct
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from types import TracebackType
 from typing import Self
 
 import msgpack
@@ -26,6 +25,7 @@ from rocksdict import Options, Rdict, WriteBatch, WriteOptions
 
 from deduplicator.errors import StateStoreError
 from deduplicator.rule import PartitionState, decode_state, encode_state
+from runtime.closeable import Closeable
 
 # State keys are UTF-8 text (rule.state_key), where the byte 0xff never occurs: no state key can
 # collide with a key under this prefix.
@@ -61,7 +61,7 @@ def _write_options() -> WriteOptions:
     return options
 
 
-class StateStore:
+class StateStore(Closeable):
     """The dedup state of the source partitions of one staging partition, and its changelog offset.
 
     Not thread-safe: one deduplicator loop owns it. Use it as a context manager, or `close()` it
@@ -198,17 +198,6 @@ class StateStore:
         self._cache.clear()
         if db is not None:
             db.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def _apply(
         self,

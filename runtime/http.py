@@ -22,11 +22,11 @@ import sys
 import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
 from typing import Literal
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from runtime.closeable import Closeable
 from runtime.errors import ExactlyError
 from runtime.logs import get_logger
 
@@ -98,7 +98,7 @@ class Health:
             _log.info("not ready", reason=reason)
 
 
-class HttpServer:
+class HttpServer(Closeable):
     """A running server; ``close()`` stops it, joins its threads and closes the socket."""
 
     def __init__(self, server: _Server) -> None:
@@ -127,17 +127,6 @@ class HttpServer:
         self._server.shutdown()
         self._thread.join()
         self._server.server_close()
-
-    def __enter__(self) -> HttpServer:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 def serve_http(
