@@ -17,10 +17,10 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 from envelope import HEADER_PROVENANCE
 from exactly.demo.errors import DemoError
@@ -215,16 +215,10 @@ def process_and_stop(
         consumer.assign([TopicPartition(topic, p, 0) for p in counts])
         left = {p: n for p, n in counts.items() if n != 0}
         committed: dict[int, int] = {}
-        deadline = time.monotonic() + _TIMEOUT_S
-        while left:
-            if time.monotonic() > deadline:
-                raise DemoError(
-                    f"{group}: {topic} partitions {sorted(left)} not processed within "
-                    f"{_TIMEOUT_S:.0f} s"
-                )
-            for message in consumer.consume(_CONSUME_BATCH, timeout=_POLL_S):
-                if message.error():
-                    raise KafkaException(message.error())
+        for batch in _batches_until_done(
+            consumer, lambda: left.keys(), f"{group}: {topic} partitions {{}} not processed"
+        ):
+            for message in batch:
                 p = message.partition()
                 if p not in left:
                     continue
@@ -272,16 +266,12 @@ def resume_on_target(
         consumer.subscribe([topic])
         read: dict[int, list[ConsumedRecord]] = {p: [] for p in range(partitions)}
         done: set[int] = set()
-        deadline = time.monotonic() + _TIMEOUT_S
-        while len(done) < partitions:
-            if time.monotonic() > deadline:
-                raise DemoError(
-                    f"{group}: {topic} partitions {sorted(set(ends) - done)} not read to their "
-                    f"end on the target within {_TIMEOUT_S:.0f} s"
-                )
-            for message in consumer.consume(_CONSUME_BATCH, timeout=_POLL_S):
-                if message.error():
-                    raise KafkaException(message.error())
+        for batch in _batches_until_done(
+            consumer,
+            lambda: ends.keys() - done,
+            f"{group}: {topic} partitions {{}} not read to their end on the target",
+        ):
+            for message in batch:
                 read[message.partition()].append(
                     ConsumedRecord(
                         message.partition(),
@@ -328,3 +318,19 @@ def _without_origin(headers: Headers) -> Headers:
 
 def _names(partitions: set[tuple[str, int]]) -> str:
     return ", ".join(f"{t}[{p}]" for t, p in sorted(partitions))
+
+
+def _batches_until_done(
+    consumer: Consumer, unfinished: Callable[[], Collection[int]], failure: str
+) -> Iterator[list[Message]]:
+    """Batches of readable records while ``unfinished()`` names partitions; after _TIMEOUT_S, a
+    DemoError: ``failure`` with the unfinished partitions in its ``{}``."""
+    deadline = time.monotonic() + _TIMEOUT_S
+    while left := unfinished():
+        if time.monotonic() > deadline:
+            raise DemoError(f"{failure.format(sorted(left))} within {_TIMEOUT_S:.0f} s")
+        batch = consumer.consume(_CONSUME_BATCH, timeout=_POLL_S)
+        for message in batch:
+            if message.error():
+                raise KafkaException(message.error())
+        yield batch
