@@ -6,11 +6,15 @@ intermediate objects, and sizes estimated as the rows are made.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from confluent_kafka import Message
 
 from envelope import RecordRow
+
+K = TypeVar("K")
 
 # Bytes an envelope adds around its records, and each record around its key, value and headers,
 # at most (msgpack headers of arrays, ints, bin and str): generous, as the budget is a bound and
@@ -45,3 +49,22 @@ def row_of(message: Message) -> tuple[RecordRow, int]:
         headers = ()
     timestamp_type, timestamp = message.timestamp()
     return (message.offset(), timestamp, timestamp_type, key, message.value(), headers), size
+
+
+def cut_runs(
+    rows: Iterable[tuple[K, RecordRow, int]], max_records: int, budget: int
+) -> Iterator[tuple[K, Run]]:
+    """Runs of consecutive rows per key (a source partition), in the order of ``rows``: a run
+    is yielded as soon as the next row would take it past ``max_records`` or ``budget`` bytes,
+    and the last run of every key at the end. A row larger than the budget still travels,
+    alone: the envelope's encoded size is checked again before it is produced."""
+    runs: dict[K, Run] = {}
+    for key, row, size in rows:
+        run = runs.get(key)
+        if run is None:
+            run = runs[key] = Run()
+        elif len(run.rows) >= max_records or run.size + size > budget:
+            yield key, run
+            run = runs[key] = Run()
+        run.add(row, size)
+    yield from runs.items()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -29,7 +30,7 @@ class FlowRecords:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.topic = settings.names.meta
-        self._values: dict[str, dict] = {}
+        self._values: dict[str, dict[str, Any]] = {}
 
     def load(self, admin: AdminClient, create: Callable[[NewTopic], None]) -> None:
         """Create the topic when missing and read everything recorded so far."""
@@ -38,7 +39,7 @@ class FlowRecords:
         self._values = self._read_all()
 
     @property
-    def lanes(self) -> dict | None:
+    def lanes(self) -> dict[str, Any] | None:
         return self._values.get(LANES_KEY)
 
     def record_lanes(self, partitions: int, function: str) -> None:
@@ -52,7 +53,7 @@ class FlowRecords:
     def record_topic_id(self, topic: str, topic_id: str) -> None:
         self._write(f"{_TOPIC_ID_PREFIX}{topic}", {"topic_id": topic_id})
 
-    def _write(self, key: str, value: dict) -> None:
+    def _write(self, key: str, value: dict[str, Any]) -> None:
         producer = Producer(
             {**self.settings.destination.client_config(), "enable.idempotence": True}
         )
@@ -63,7 +64,7 @@ class FlowRecords:
             raise TopicSetupError(f"could not record {key} in {self.topic}")
         self._values[key] = value
 
-    def _read_all(self) -> dict[str, dict]:
+    def _read_all(self) -> dict[str, dict[str, Any]]:
         consumer = Consumer(
             {
                 **self.settings.destination.client_config(),
@@ -72,7 +73,7 @@ class FlowRecords:
                 "isolation.level": "read_committed",
             }
         )
-        values: dict[str, dict] = {}
+        values: dict[str, dict[str, Any]] = {}
         try:
             _low, high = consumer.get_watermark_offsets(TopicPartition(self.topic, 0), _TIMEOUT_S)
             if high == 0:

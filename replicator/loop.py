@@ -10,9 +10,10 @@ the next session starts with an empty `prev_offset`. Nothing is retried record b
 from __future__ import annotations
 
 import contextlib
+import enum
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterable, Iterator
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -26,18 +27,20 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient
 
 from envelope import RecordRow, encode_rows
-from replicator.batching import Run, row_of
-from replicator.errors import ReplicatorError, TopicSetupError
+from replicator.batching import Run, cut_runs, row_of
+from replicator.discovery import TopicDiscovery
 from replicator.flowrecords import FlowRecords
 from replicator.lanes import InFlight, Lane, lane_of
 from replicator.metrics import ReplicatorMetrics
-from replicator.topics import (
-    SourceTopic,
-    StagingTopic,
-    describe_source_topics,
-    ensure_destination,
+from replicator.topics import StagingTopic
+from runtime import (
+    ErrorClass,
+    Settings,
+    classify,
+    get_logger,
+    kafka_error_of,
+    produce_when_room,
 )
-from runtime import ErrorClass, ExactlyError, Settings, classify, get_logger
 from runtime.role import static_membership
 
 log = get_logger(__name__)
@@ -54,6 +57,14 @@ DRAIN_FLUSH_S = 30.0
 PRODUCE_OVERHEAD = 1024
 
 
+class Why(enum.Enum):
+    """The moments stage 1 commits at (`Replicator._commit`, step 1)."""
+
+    PERIODIC = "periodic"  # every COMMIT_INTERVAL_S, asynchronously
+    HANDOVER = "handover"  # partitions revoked, or the drain on SIGTERM
+    SESSION_END = "session_end"  # a delivery error, a produce error or a stall
+
+
 class Replicator:
     def __init__(
         self,
@@ -68,14 +79,13 @@ class Replicator:
         self.staging = staging
         self.records = records
         self.metrics = metrics
-        # Source topics deleted and recreated under their name, held back by policy: old id, new.
-        self.recreated: dict[str, tuple[str, str]] = {}
         self._should_stop = should_stop
         self._beat = beat
-        self._source_admin = AdminClient(settings.source.client_config())
-        self._target_admin = AdminClient(settings.destination.client_config())
-        self.source_cluster_id = str(self._source_admin.list_topics(timeout=30).cluster_id)
-        self.topics: dict[str, SourceTopic] = {}
+        source_admin = AdminClient(settings.source.client_config())
+        self.source_cluster_id = str(source_admin.list_topics(timeout=30).cluster_id)
+        self.discovery = TopicDiscovery(
+            settings, records, source_admin, AdminClient(settings.destination.client_config())
+        )
         self.lanes: dict[tuple[str, int], Lane] = {}
         self._session = 0
         self._session_error: str | None = None
@@ -88,7 +98,7 @@ class Replicator:
 
     # -- configuration ------------------------------------------------------------------------
 
-    def _consumer_config(self) -> dict:
+    def _consumer_config(self) -> dict[str, object]:
         return {
             **self.settings.source.client_config(),
             "group.id": self.settings.names.replicator_group,
@@ -140,14 +150,14 @@ class Replicator:
             if self._fatal is not None:
                 raise KafkaException(self._fatal)
             if self._session_error is not None:
-                self._restart_session()
+                self._end_session()
                 continue
             now = time.monotonic()
             if now >= next_watchdog:
                 self._watch_for_stall(now)
                 next_watchdog = now + WATCHDOG_INTERVAL_S
             if now >= next_commit:
-                self._commit(asynchronous=True)
+                self._commit(Why.PERIODIC)
                 next_commit = now + COMMIT_INTERVAL_S
             if now >= next_discovery:
                 self._discover()
@@ -155,8 +165,13 @@ class Replicator:
         self._drain()
 
     def _replicate(self, messages: list[Message]) -> None:
-        runs: dict[tuple[str, int], Run] = {}
-        max_records, budget = self.settings.envelope_max_records, self._budget
+        # Lazily: a run is shipped as soon as it is cut, before the next row is made, so a lane
+        # its envelope stopped (or a session it ended) takes no more rows of this batch.
+        rows = self._rows(messages)
+        for key, run in cut_runs(rows, self.settings.envelope_max_records, self._budget):
+            self._ship(self.lanes[key], run)
+
+    def _rows(self, messages: list[Message]) -> Iterator[tuple[tuple[str, int], RecordRow, int]]:
         for message in messages:
             error = message.error()
             if error is not None:
@@ -168,17 +183,7 @@ class Replicator:
                 # Revoked or stopped meanwhile: its commit point does not move, so nothing of
                 # it is lost; whoever owns it next reads it again.
                 continue
-            row, size = row_of(message)
-            run = runs.get(key)
-            if run is None:
-                run = runs[key] = Run()
-            elif len(run.rows) >= max_records or run.size + size > budget:
-                # A single record larger than the budget still travels, alone.
-                self._ship(lane, run)
-                run = runs[key] = Run()
-            run.add(row, size)
-        for key, run in runs.items():
-            self._ship(self.lanes[key], run)
+            yield (key, *row_of(message))
 
     def _ship(self, lane: Lane, run: Run) -> None:
         if lane.stopped or self._session_error is not None:
@@ -218,29 +223,29 @@ class Replicator:
         def delivered(error: KafkaError | None, _message: Message) -> None:
             self._delivered(error, lane, flight, session)
 
-        while True:
-            try:
-                self.producer.produce(
-                    self.staging.name,
-                    value=data,
-                    partition=lane.staging_partition,
-                    on_delivery=delivered,
-                )
-                break
-            except BufferError:
-                # The local queue is full: serve acknowledgements and try again, but only while
-                # the session is healthy; a stall ends it (the restart rewinds this lane).
-                self.producer.poll(0.1)
-                if self._session_error is None:
-                    self._watch_for_stall(time.monotonic())
-                if self._session_error is not None:
-                    return
-            except KafkaException as exc:
-                # E.g. the producer turned fatal on a gap before its error callback ran.
-                # Invariant 2: end the session; never retry this envelope alone.
-                self._session_error = f"produce_error:{exc.args[0].name()}"
-                return
-        self.metrics.envelopes.inc()
+        try:
+            produced = produce_when_room(
+                self.producer,
+                self.staging.name,
+                # A full local queue waits only while the session is healthy; a stall ends it
+                # (and the restart rewinds this lane).
+                keep_waiting=self._session_healthy,
+                value=data,
+                partition=lane.staging_partition,
+                on_delivery=delivered,
+            )
+        except KafkaException as exc:
+            # E.g. the producer turned fatal on a gap before its error callback ran.
+            # Invariant 2: end the session; never retry this envelope alone.
+            self._session_error = f"produce_error:{kafka_error_of(exc).name()}"
+            return
+        if produced:
+            self.metrics.envelopes.inc()
+
+    def _session_healthy(self) -> bool:
+        if self._session_error is None:
+            self._watch_for_stall(time.monotonic())
+        return self._session_error is None
 
     def _delivered(
         self, error: KafkaError | None, lane: Lane, flight: InFlight, session: int
@@ -262,23 +267,6 @@ class Replicator:
         lane.acknowledged(flight)
 
     # -- sessions -----------------------------------------------------------------------------
-
-    def _restart_session(self) -> None:
-        reason = self._session_error or "unknown"
-        self.metrics.session_restarts.labels(reason.split(":")[0]).inc()
-        old = self.producer
-        self._session += 1  # from here on, the old producer's reports are ignored
-        old.purge()
-        old.poll(0)
-        # Invariant 3: what was acknowledged before the error is safe to commit.
-        self._commit(asynchronous=False)
-        for lane in self.lanes.values():
-            lane.new_session()
-            if not lane.stopped:
-                self.consumer.seek(TopicPartition(lane.topic, lane.partition, lane.committable))
-        self.producer = self._new_producer()
-        self._session_error = None
-        log.warning("stage-1 session restarted", reason=reason, session=self._session)
 
     def _watch_for_stall(self, now: float) -> None:
         oldest = min(
@@ -320,23 +308,63 @@ class Replicator:
 
     # -- commits ------------------------------------------------------------------------------
 
-    def _commit(self, *, asynchronous: bool, lanes: list[Lane] | None = None) -> None:
-        offsets = [
-            TopicPartition(lane.topic, lane.partition, lane.committable)
-            for lane in (self.lanes.values() if lanes is None else lanes)
-            if lane.committable >= 0 and lane.committable > lane.committed
+    def _commit(
+        self, why: Why, lanes: Collection[Lane] | None = None, *, flush_s: float = 0.0
+    ) -> None:
+        """Stage 1's commit protocol: the source offsets it commits cover exactly the records
+        whose envelopes staging acknowledged. The one place a source offset is committed.
+
+        1. Settle the producer as the moment needs (invariant 3: only acknowledged envelopes
+           count). PERIODIC serves the acknowledgements received so far. HANDOVER (a revoke,
+           the drain) waits up to ``flush_s`` for every envelope in flight: the next owner
+           starts exactly after them. SESSION_END drops them, and the old producer's late
+           reports are ignored (invariant 2: an envelope is never retried alone; its records
+           are read again).
+        2. Take each lane's committable offset: `Lane.acknowledged` moves it over a prefix of
+           acknowledged envelopes only (invariant 3), and only forward.
+        3. Commit those offsets to the source group. A failed commit keeps the old point and its
+           records are read again (invariant 3: a commit may lag the acknowledgements, never
+           lead them; the duplicates it makes in staging are stage 2's to drop).
+        4. SESSION_END: rewind every running lane to its commit point and start a new chain
+           (`prev_offset` None) on a new producer (invariant 2: within a session a lane's
+           envelopes chain without a gap; stage 2 trusts no chain across sessions).
+        """
+        lanes = self.lanes.values() if lanes is None else lanes
+        if why is Why.HANDOVER:  # step 1
+            remaining = self.producer.flush(flush_s)
+            if remaining:
+                log.warning("envelopes unacknowledged; they will be read again", count=remaining)
+        elif why is Why.SESSION_END:
+            self._session += 1  # the old producer's late reports no longer touch any lane
+            self.producer.purge()
+        self.producer.poll(0)
+        moved = [  # step 2
+            lane for lane in lanes if lane.committable >= 0 and lane.committable > lane.committed
         ]
-        if not offsets:
-            return
-        try:
-            self.consumer.commit(offsets=offsets, asynchronous=asynchronous)
-        except KafkaException as exc:
-            log.warning("commit failed", error=exc.args[0].str())
-            return
-        for tp in offsets:
-            lane = self.lanes.get((tp.topic, tp.partition))
-            if lane is not None:
-                lane.committed = max(lane.committed, tp.offset)
+        if moved:  # step 3
+            offsets = [TopicPartition(ln.topic, ln.partition, ln.committable) for ln in moved]
+            try:
+                self.consumer.commit(offsets=offsets, asynchronous=why is Why.PERIODIC)
+            except KafkaException as exc:
+                log.warning("commit failed", error=kafka_error_of(exc).str())
+            else:
+                for lane, offset in zip(moved, offsets, strict=True):
+                    lane.committed = offset.offset
+        if why is Why.SESSION_END:  # step 4
+            for lane in lanes:
+                lane.new_session()
+                if not lane.stopped:
+                    position = TopicPartition(lane.topic, lane.partition, lane.committable)
+                    self.consumer.seek(position)
+            self.producer = self._new_producer()
+
+    def _end_session(self) -> None:
+        """ANY delivery error, a produce error or a stall ends the session (invariant 2)."""
+        reason = self._session_error or "unknown"
+        self.metrics.session_restarts.labels(reason.split(":")[0]).inc()
+        self._commit(Why.SESSION_END)
+        self._session_error = None
+        log.warning("stage-1 session restarted", reason=reason, session=self._session)
 
     # -- partitions ---------------------------------------------------------------------------
 
@@ -347,12 +375,10 @@ class Replicator:
                 # Taking it for "never committed" would re-read or, with `latest`, skip: stop,
                 # and the restart asks again.
                 raise KafkaException(tp.error)
-        missing = {tp.topic for tp in committed if tp.topic not in self.topics}
-        if missing:
-            self.topics.update(describe_source_topics(self._source_admin, self.settings))
+        self.discovery.describe({tp.topic for tp in committed})
         assign = []
         for tp in committed:
-            topic = self.topics.get(tp.topic)
+            topic = self.discovery.topics.get(tp.topic)
             if topic is None:
                 log.warning("assigned a topic that is gone", topic=tp.topic, partition=tp.partition)
                 continue
@@ -377,9 +403,7 @@ class Replicator:
             self.lanes[(tp.topic, tp.partition)] = lane
             assign.append(TopicPartition(tp.topic, tp.partition, start))
         consumer.incremental_assign(assign)
-        for tp in assign:
-            if tp.topic in self.recreated:
-                self._stop_recreated(self.lanes[(tp.topic, tp.partition)])
+        self._stop_recreated(self.lanes[(tp.topic, tp.partition)] for tp in assign)
         self.metrics.assigned_partitions.set(len(self.lanes))
         log.info("partitions assigned", count=len(assign), total=len(self.lanes))
 
@@ -387,25 +411,17 @@ class Replicator:
         """Where a never-committed partition starts. `latest` is pinned to a real offset now:
         a session restart rewinds to it, where the logical "end" would skip what came since."""
         if self.settings.start_from == "earliest":
-            return OFFSET_BEGINNING
+            return int(OFFSET_BEGINNING)
         _low, high = consumer.get_watermark_offsets(
             TopicPartition(tp.topic, tp.partition), timeout=REBALANCE_FLUSH_S
         )
-        return high
+        return int(high)
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         revoked = [
             self.lanes[k] for tp in partitions if (k := (tp.topic, tp.partition)) in self.lanes
         ]
-        # End the sessions of revoked partitions cleanly: let their envelopes be acknowledged,
-        # commit that prefix, and the next owner starts exactly after it.
-        remaining = self.producer.flush(REBALANCE_FLUSH_S)
-        if remaining:
-            log.warning(
-                "rebalance: envelopes unacknowledged; the next owner reads them again",
-                count=remaining,
-            )
-        self._commit(asynchronous=False, lanes=revoked)
+        self._commit(Why.HANDOVER, revoked, flush_s=REBALANCE_FLUSH_S)
         for lane in revoked:
             del self.lanes[(lane.topic, lane.partition)]
             self._forget_metrics(lane)
@@ -477,88 +493,31 @@ class Replicator:
     # -- topics -------------------------------------------------------------------------------
 
     def _discover(self) -> None:
-        try:
-            found = describe_source_topics(self._source_admin, self.settings)
-        except KafkaException as exc:
-            log.warning("topic discovery failed", error=exc.args[0].str())
-            return
-        for name, topic in list(found.items()):
-            known = self.topics.get(name)
-            if known is None or known.partitions != topic.partitions:
-                try:
-                    ensure_destination(self._target_admin, topic)
-                except (KafkaException, TopicSetupError, ExactlyError) as exc:
-                    log.warning("destination topic not ready; retrying", topic=name, error=str(exc))
-                    found.pop(name)
-                    if known is not None:
-                        found[name] = known
-                    continue
-            self._check_topic_id(topic)
-        self.topics = found
-        names = sorted(found)
-        if names != self._subscribed:
-            if names:
-                self.consumer.subscribe(
-                    names,
-                    on_assign=self._on_assign,
-                    on_revoke=self._on_revoke,
-                    on_lost=self._on_lost,
-                )
-                log.info("subscribed", topics=",".join(names))
-            else:
-                self.consumer.unsubscribe()
-                log.warning("no source topic matches the configured topics; waiting")
-            self._subscribed = names
+        running = {lane.topic for lane in self.lanes.values()}
+        if self.discovery.refresh(running):
+            self._stop_recreated(self.lanes.values())
+            self._subscribe(sorted(self.discovery.topics))
         self._update_lag()
 
-    def _check_topic_id(self, topic: SourceTopic) -> None:
-        """Invariant 7: a source topic deleted and recreated is reported, never silently
-        re-read from its start nor skipped."""
-        current = topic.topic_id.hex()
-        recorded = self.records.topic_id(topic.name)
-        if recorded == current:
+    def _subscribe(self, names: list[str]) -> None:
+        if names == self._subscribed:
             return
-        running = any(lane.topic == topic.name for lane in self.lanes.values())
-        if recorded is not None and running and self.settings.on_topic_recreated == "replicate":
-            # Running lanes hold the old topic's id and positions: a restart starts the new
-            # topic cleanly (its committed offsets went with the old one).
-            self.records.record_topic_id(topic.name, current)
-            raise ReplicatorError(
-                f"source topic {topic.name} was deleted and recreated while replicated; "
-                "exiting so that the restart replicates the new one (policy replicate)"
+        if names:
+            self.consumer.subscribe(
+                names, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
             )
-        if recorded is None or self.settings.on_topic_recreated == "replicate":
-            if recorded is not None:
-                log.warning(
-                    "source topic was deleted and recreated; replicating the new one by policy",
-                    topic=topic.name,
-                    old_topic_id=recorded,
-                    topic_id=current,
-                )
-            self.records.record_topic_id(topic.name, current)
-            self.recreated.pop(topic.name, None)
-            return
-        if topic.name not in self.recreated:
-            log.error(
-                "source topic was deleted and recreated; its partitions stay stopped "
-                "(REPLICATION_ON_TOPIC_RECREATED=replicate goes on with the new one)",
-                topic=topic.name,
-                old_topic_id=recorded,
-                topic_id=current,
-            )
-        self.recreated[topic.name] = (recorded, current)
-        for lane in self.lanes.values():
-            if lane.topic == topic.name and not lane.stopped:
-                self._stop_recreated(lane)
+            log.info("subscribed", topics=",".join(names))
+        else:
+            self.consumer.unsubscribe()
+            log.warning("no source topic matches the configured topics; waiting")
+        self._subscribed = names
 
-    def _stop_recreated(self, lane: Lane) -> None:
-        old, new = self.recreated[lane.topic]
-        self._stop(
-            lane,
-            "topic_recreated",
-            f"source topic id changed {old} -> {new}: deleted and recreated",
-            offset=lane.committable,
-        )
+    def _stop_recreated(self, lanes: Iterable[Lane]) -> None:
+        """Invariant 7: the partitions of a topic recreated under its name stay stopped."""
+        for lane in lanes:
+            detail = self.discovery.recreated_detail(lane.topic)
+            if detail is not None and not lane.stopped:
+                self._stop(lane, "topic_recreated", detail, offset=lane.committable)
 
     def _update_lag(self) -> None:
         for lane in self.lanes.values():
@@ -578,10 +537,6 @@ class Replicator:
     def _drain(self) -> None:
         """SIGTERM: stop fetching, wait for acknowledgements, commit them, leave the group."""
         log.info("draining", lanes=len(self.lanes))
-        remaining = self.producer.flush(DRAIN_FLUSH_S)
-        self.producer.poll(0)
-        if remaining:
-            log.warning("drain: envelopes unacknowledged; they will be read again", count=remaining)
-        self._commit(asynchronous=False)
+        self._commit(Why.HANDOVER, flush_s=DRAIN_FLUSH_S)
         self.consumer.close()
         log.info("drained")

@@ -9,6 +9,7 @@ replicated history disappears (DESIGN.md §9: old timestamps vanish under a defa
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from confluent_kafka import (
     KafkaException,
@@ -57,7 +58,7 @@ def topic_id_bytes(uuid: object) -> bytes:
     """Kafka's topic Uuid as the 16 raw bytes the envelope carries."""
     most = uuid.get_most_significant_bits() & 0xFFFFFFFFFFFFFFFF  # type: ignore[attr-defined]
     least = uuid.get_least_significant_bits() & 0xFFFFFFFFFFFFFFFF  # type: ignore[attr-defined]
-    return most.to_bytes(8, "big") + least.to_bytes(8, "big")
+    return bytes(most.to_bytes(8, "big") + least.to_bytes(8, "big"))
 
 
 def describe_source_topics(admin: AdminClient, settings: Settings) -> dict[str, SourceTopic]:
@@ -188,7 +189,7 @@ def _max_message_bytes(admin: AdminClient, topic: str) -> int:
     return int(entries["max.message.bytes"].value)
 
 
-def _await(futures: dict, what: str) -> None:
+def _await(futures: dict[Any, Any], what: str) -> None:  # admin futures by name
     for future in futures.values():
         try:
             future.result(timeout=_TIMEOUT_S)
