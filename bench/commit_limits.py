@@ -44,13 +44,13 @@ def main() -> None:
         try:
             bench = Bench(clusters, base, ensure_mirrormaker(), verify=False)
             rows = []
-            baseline = None
+            baseline = 0.0  # records/s of the plain loop, measured with the first variant
             for interval_ms, max_records in variants:
                 topic = f"commit-{interval_ms}-{max_records}"
                 _create(bench.source, topic)
                 _fill(bench.source, topic, 100, args.records)
                 tail = source_tail(bench.source, topic, 12)
-                if baseline is None:
+                if not baseline:
                     _, timing = bench._plain(topic, tail)
                     baseline = tail.total / timing.seconds
                     print(f"plain loop: {baseline:,.0f} records/s", flush=True)

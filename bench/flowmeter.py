@@ -24,7 +24,7 @@ from confluent_kafka import Consumer, IsolationLevel, KafkaException, Producer, 
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 # In a child: the kernel SIGKILLs it when the bench dies, even by SIGKILL.
-from localkafka.node import _die_with_parent as die_with_parent
+from localkafka import die_with_parent
 
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 _TICK_S = 0.1
@@ -249,7 +249,7 @@ def _paced_produce(
     sent,
 ) -> None:
     """Child process: `rate` records/s, each stamped with its production time (CreateTime)."""
-    die_with_parent()
+    _tie_to_parent()
     # linger 1 ms: the record's CreateTime is within about a millisecond of its source append.
     producer = Producer(
         {"bootstrap.servers": bootstrap, "linger.ms": 1, "acks": "all", "enable.idempotence": True}
@@ -503,7 +503,7 @@ class Sampler:
 
 
 def _child(queue, function, args) -> None:
-    die_with_parent()
+    _tie_to_parent()
     queue.put(function(*args))
 
 
@@ -534,3 +534,10 @@ class ChildRun:
         if self._process.is_alive():
             self._process.kill()
         self._process.join(10)
+
+
+def _tie_to_parent() -> None:
+    """In a child process of the bench: the kernel SIGKILLs it when the bench dies."""
+    tie = die_with_parent()
+    if tie is not None:
+        tie()

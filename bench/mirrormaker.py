@@ -20,13 +20,13 @@ import contextlib
 import os
 import re
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
 
+from localkafka import die_with_parent, free_port, log_tail
 from localkafka.install import KAFKA_VERSION, ensure_jars
-from localkafka.node import _die_with_parent, java_executable
+from localkafka.node import java_executable
 
 POM = Path(__file__).resolve().parents[1] / "deps" / "mirrormaker-pom.xml"
 MAIN_CLASS = "org.apache.kafka.connect.mirror.MirrorMaker"
@@ -115,12 +115,6 @@ def mm2_properties(
     return properties
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 class MirrorMaker2:
     """One dedicated MirrorMaker 2 JVM for one flow; killed on exit, whatever happened."""
 
@@ -186,7 +180,7 @@ class MirrorMaker2:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                preexec_fn=_die_with_parent,
+                preexec_fn=die_with_parent(),
             )
         return self
 
@@ -223,8 +217,7 @@ class MirrorMaker2:
             return ""
 
     def log_tail(self, lines: int = 30) -> str:
-        tail = "\n".join(self.log_text().splitlines()[-lines:])
-        return f"--- last {lines} lines of {self.log_path}:\n{tail}"
+        return log_tail(self.log_path, lines)
 
     def exactly_once_evidence(self) -> tuple[str, int]:
         """What the log says ran: the worker's exactly.once.source.support, and how many

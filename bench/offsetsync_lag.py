@@ -49,8 +49,10 @@ import traceback
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+
+from runtime import produce_when_room
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -62,16 +64,17 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, OffsetSpec
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 from prometheus_client.parser import text_string_to_metric_families
 
 from envelope import HEADER_PROVENANCE, encode_provenance
-from localkafka import LocalCluster, start_all
+from localkafka import LocalCluster, free_port, log_tail, start_all
+from localkafka.scrape import sample, scrape
 from offsetsync.checkpoints import Checkpoint
+from runtime import kafka_error_of
 from runtime.names import FlowNames
 from runtime.settings import role_environment
-from tests.kafka_helpers import create_topic
-from tests.replication.scrape import free_port, sample, scrape
+from runtime.topics import ensure_topic
 
 ROOT = Path(__file__).resolve().parents[1]
 VALUE_BYTES = 64
@@ -119,8 +122,12 @@ def main() -> None:
         try:
             start_all(clusters, tie_to_parent=True)
             source, target = (c.bootstrap_servers for c in clusters)
-            create_topic(source, source_topic, args.partitions)
-            create_topic(target, topic, args.partitions)
+            ensure_topic(
+                AdminClient({"bootstrap.servers": source}), NewTopic(source_topic, args.partitions)
+            )
+            ensure_topic(
+                AdminClient({"bootstrap.servers": target}), NewTopic(topic, args.partitions)
+            )
             traffic = spawn.Process(
                 target=_traffic,
                 name="bench-os-traffic",
@@ -204,7 +211,7 @@ def main() -> None:
             checkpoints = _read_checkpoints(target, FlowNames(flow).checkpoints)
         except BaseException:
             if log_path.exists() and log_path.stat().st_size:
-                _say("offsetsync's log, last lines:\n" + _tail(log_path))
+                _say(log_tail(log_path))
             raise
         finally:
             if sync is not None and sync.poll() is None:
@@ -263,7 +270,7 @@ def _traffic(
     """Produce ``rate`` records/s round-robin over the partitions and copy each to the same
     partition of ``topic`` with the provenance header, in one loop until ``stop``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops it, Ctrl-C or not
-    stats = {"produced": 0, "copied": 0}
+    stats: dict[str, object] = {"produced": 0, "copied": 0}
     try:
         producer = Producer({"bootstrap.servers": source, "linger.ms": 5})
         consumer = Consumer(
@@ -324,12 +331,7 @@ def _traffic(
 
 
 def _produce(producer: Producer, topic: str, **record) -> None:
-    while True:
-        try:
-            producer.produce(topic, **record)
-            return
-        except BufferError:
-            producer.poll(0.05)
+    produce_when_room(producer, topic, **record)
 
 
 def _stop_traffic(process, stop, results) -> dict:
@@ -453,7 +455,7 @@ class Committer(threading.Thread):
         try:
             result = future.result()
         except KafkaException as exc:
-            self.failures.append((time.time(), f"{group}: {exc.args[0]}"))
+            self.failures.append((time.time(), f"{group}: {kafka_error_of(exc).str()}"))
             return
         acked, round_trip = time.time(), time.monotonic() - sent
         acked_ms = int(acked * 1000)
@@ -718,7 +720,7 @@ def _histogram_quantile(first: str, last: str, name: str, q: float) -> float | N
     return None
 
 
-def _percentile(values: list[float], q: float) -> float | None:
+def _percentile(values: Sequence[float], q: float) -> float | None:
     """Nearest rank."""
     if not values:
         return None
@@ -728,13 +730,6 @@ def _percentile(values: list[float], q: float) -> float | None:
 
 def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else round(seconds * 1000, 1)
-
-
-def _tail(path: Path, lines: int = 40) -> str:
-    try:
-        return "\n".join(path.read_text().splitlines()[-lines:])
-    except OSError:
-        return "(no log)"
 
 
 def _say(line: str) -> None:

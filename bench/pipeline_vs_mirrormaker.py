@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import os
 import re
 import signal
 import sys
@@ -68,9 +67,8 @@ from bench.replicator_throughput import (
     _fill,
     _producer_settings,
 )
-from localkafka import LocalCluster, start_all
+from localkafka import LocalCluster, RoleProcess, start_all
 from replicator.loop import CONSUME_BATCH
-from tests.replication.processes import RoleProcess
 
 COPY_TIMEOUT_S = 900.0
 START_TIMEOUT_S = 180.0
@@ -83,17 +81,6 @@ MM2_RECOVERY_TIMEOUT_S = 240.0
 # MirrorMaker batches up to the same size as we do within the same linger.
 JAVA_BATCH_SIZE = 1_000_000
 CANDIDATES = ("plain loop", "pipeline", "MM2 at-least-once", "MM2 exactly-once")
-
-# `python -m role`, except that the kernel SIGKILLs the role if the bench dies (even by
-# SIGKILL): no role outlives the bench and its clusters.
-_TIED_ROLE = (
-    "import os, runpy, sys\n"
-    "from localkafka.node import _die_with_parent\n"
-    "_die_with_parent()\n"
-    "if os.getppid() != {parent}: sys.exit(1)\n"
-    "sys.argv[0] = {role!r}\n"
-    "runpy.run_module({role!r}, run_name='__main__', alter_sys=True)\n"
-)
 
 
 @dataclass
@@ -224,7 +211,7 @@ class Bench:
                                  lambda: [child.pid], child.check_alive)  # fmt: skip
             # The loop exits once it has flushed, often before the last check here: its own
             # CPU count (from assignment to flush) instead of /proc.
-            _seconds, timing.cpu_role = child.result(120)
+            _seconds, timing.cpu_role = child.result(120)  # type: ignore[misc]  # (s, cpu s)
         finally:
             child.kill()
         return destination, timing
@@ -413,12 +400,9 @@ class Bench:
         with ExitStack() as stack:
             started = []
             for role in ("replicator", "deduplicator"):
+                # The kit's process dies with the bench (even a SIGKILLed one): no role
+                # outlives the bench and its clusters.
                 process = RoleProcess(role, env, logs)
-                process.command = [
-                    sys.executable,
-                    "-c",
-                    _TIED_ROLE.format(parent=os.getpid(), role=role),
-                ]
                 started.append(stack.enter_context(process))
             yield started[0], started[1]
 

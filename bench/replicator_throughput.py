@@ -22,6 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from runtime import produce_when_room
 from runtime.names import FlowNames
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -29,8 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from localkafka import LocalCluster, start_all
-from tests.replication.processes import RoleProcess
+from localkafka import LocalCluster, RoleProcess, start_all
 
 PARTITIONS = 12
 HEADERS = [("trace", b"0123456789abcdef")]
@@ -74,14 +74,9 @@ def _fill(bootstrap: str, topic: str, size: int, count: int) -> None:
     )
     value = os.urandom(size // 2).hex().encode()[:size]
     for i in range(count):
-        while True:
-            try:
-                producer.produce(
-                    topic, value=value, key=b"k%d" % i, partition=i % PARTITIONS, headers=HEADERS
-                )
-                break
-            except BufferError:
-                producer.poll(0.05)
+        produce_when_room(
+            producer, topic, value=value, key=b"k%d" % i, partition=i % PARTITIONS, headers=HEADERS
+        )
     producer.flush(120)
 
 
@@ -119,19 +114,15 @@ def _baseline(source: str, target: str, topic: str, count: int) -> tuple[float, 
             if message.error():
                 continue
             consumed += 1
-            while True:
-                try:
-                    producer.produce(
-                        out,
-                        value=message.value(),
-                        key=message.key(),
-                        partition=message.partition(),
-                        headers=message.headers(),
-                        timestamp=message.timestamp()[1],
-                    )
-                    break
-                except BufferError:
-                    producer.poll(0.05)
+            produce_when_room(
+                producer,
+                out,
+                value=message.value(),
+                key=message.key(),
+                partition=message.partition(),
+                headers=message.headers(),
+                timestamp=message.timestamp()[1],
+            )
         producer.poll(0)
     remaining = producer.flush(120)
     seconds, cpu = time.monotonic() - started, time.process_time() - cpu_started

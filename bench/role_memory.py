@@ -31,8 +31,8 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
-from exactly.demo.roles import free_port_block
-from localkafka import LocalCluster, start_all
+from localkafka import LocalCluster, free_port_block, start_all
+from runtime import produce_when_room
 from runtime.settings import role_environment
 
 PROCESSES = {"exactly run": 0, "replicator": 1, "deduplicator": 2, "offsetsync": 3}
@@ -59,12 +59,7 @@ def _produce(bootstrap: str, topic: str, rate: float, value_bytes: int, stop: th
         due = int((time.monotonic() - started) * rate)
         while sent < due:
             value = base64.b64encode(os.urandom(raw))
-            while True:
-                try:
-                    producer.produce(topic, key=b"k%d" % n, value=value)
-                    break
-                except BufferError:
-                    producer.poll(0.05)
+            produce_when_room(producer, topic, key=b"k%d" % n, value=value)
             sent += 1
             n += 1
         producer.poll(0)

@@ -29,15 +29,17 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from runtime import produce_when_room
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from envelope import HEADER_PROVENANCE, encode_provenance
 from localkafka import LocalCluster, start_all
 from runtime.settings import role_environment
-from tests.kafka_helpers import create_topic
+from runtime.topics import ensure_topic
 
 ROOT = Path(__file__).resolve().parents[1]
 GOAL_RATIO = 2.0
@@ -65,10 +67,14 @@ def main() -> None:
         source, target = (c.bootstrap_servers for c in clusters)
         source_topic, destination_topic = "bench-validate", "bench-validate-copy"
         try:
-            create_topic(source, source_topic, partitions)
+            ensure_topic(
+                AdminClient({"bootstrap.servers": source}), NewTopic(source_topic, partitions)
+            )
             fill_s = _timed(_fill, source, source_topic, partitions, args.record_bytes, count)
             _say(f"filled {count:,} records in {fill_s:.1f} s ({count / fill_s:,.0f}/s)")
-            create_topic(target, destination_topic, partitions)
+            ensure_topic(
+                AdminClient({"bootstrap.servers": target}), NewTopic(destination_topic, partitions)
+            )
             copy_s = _timed(
                 _copy, source, source_topic, target, destination_topic, partitions, count
             )
@@ -115,14 +121,9 @@ def _fill(bootstrap: str, topic: str, partitions: int, size: int, count: int) ->
     )
     values = [os.urandom(size // 2 + 1).hex().encode()[:size] for _ in range(VALUE_POOL)]
     for i in range(count):
-        while True:
-            try:
-                producer.produce(
-                    topic, value=values[i % VALUE_POOL], key=b"k%d" % i, partition=i % partitions
-                )
-                break
-            except BufferError:
-                producer.poll(0.05)
+        produce_when_room(
+            producer, topic, value=values[i % VALUE_POOL], key=b"k%d" % i, partition=i % partitions
+        )
     if producer.flush(300):
         raise RuntimeError("fill: records left undelivered")
     _check_written(bootstrap, topic, partitions, count)
@@ -153,19 +154,15 @@ def _copy(
             partition, offset = message.partition(), message.offset()
             headers = message.headers() or []
             headers.append((HEADER_PROVENANCE, encode_provenance(cluster_id, partition, offset)))
-            while True:
-                try:
-                    producer.produce(
-                        topic,
-                        value=message.value(),
-                        key=message.key(),
-                        partition=partition,
-                        headers=headers,
-                        timestamp=message.timestamp()[1],
-                    )
-                    break
-                except BufferError:
-                    producer.poll(0.05)
+            produce_when_room(
+                producer,
+                topic,
+                value=message.value(),
+                key=message.key(),
+                partition=partition,
+                headers=headers,
+                timestamp=message.timestamp()[1],
+            )
             copied += 1
         producer.poll(0)
     consumer.close()
@@ -282,7 +279,7 @@ def _validate(settings: dict[str, str], out: Path, count: int) -> dict:
         )
     return {
         "validate_wall_seconds": round(wall, 2),
-        "validate_report_seconds": report["seconds"],
+        "validate_report_seconds": report["seconds"] if report else None,
         "validate_totals": totals,
         **memory.summary(),
     }

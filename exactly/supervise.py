@@ -23,7 +23,8 @@ from collections.abc import Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from exactly.demo.roles import DEDUPLICATOR, OFFSETSYNC, REPLICATOR, RoleProcess
+from exactly.roles import DEDUPLICATOR, OFFSETSYNC, REPLICATOR
+from localkafka import RoleProcess
 from runtime import ConfigError, ExactlyError, GracefulShutdown, Health, Settings, get_logger
 from runtime.liveness import Heartbeat
 from runtime.role import EXIT_CONFIG, run_role
@@ -106,7 +107,9 @@ def _supervise(
     roles = roles_of(settings)
     ports = role_ports(settings.metrics_port, roles)
     children = {
-        role: _Child(RoleProcess(role, {**environ, "METRICS_PORT": str(port)}, None, port))
+        role: _Child(
+            RoleProcess(role, {**environ, "METRICS_PORT": str(port)}, None, metrics_port=port)
+        )
         for role, port in ports.items()
     }
     log.info("starting the roles", roles=",".join(roles), metrics_ports=_describe(ports))
@@ -128,7 +131,7 @@ def _supervise(
 
 
 def _start(role: str, child: _Child, metrics: _Metrics) -> None:
-    pid = child.process.start()
+    pid = child.process.start().pid
     child.started = time.monotonic()
     child.restart_at = None
     metrics.up.labels(role).set(1)

@@ -1,6 +1,8 @@
-"""Real Apache Kafka clusters as local processes from the official jars.
+"""Real Apache Kafka clusters as local processes from the official jars, and the local-run kit:
+a role as a child process (``RoleProcess``), free ports, die-with-parent, log tails.
 
-For the demo, the tests, benchmarks and people trying kafka-exactly by hand: no Docker needed.
+For the demo, ``exactly run``, the tests, benchmarks and people trying kafka-exactly by hand: no
+Docker needed.
 """
 
 from localkafka.cluster import ClusterInfo, LocalCluster
@@ -11,12 +13,15 @@ from localkafka.errors import (
     LocalKafkaError,
 )
 from localkafka.install import KAFKA_VERSION, KafkaDistribution, ensure_kafka
+from localkafka.ports import ROLE_PORTS, free_port, free_port_block, free_ports, port_is_free
+from localkafka.processes import RoleProcess, die_with_parent, log_tail
 from localkafka.readiness import wait_until_ready
 from localkafka.registry import DEFAULT_NAMES, ClusterRegistry, default_state_dir, start_all
 
 __all__ = [
     "DEFAULT_NAMES",
     "KAFKA_VERSION",
+    "ROLE_PORTS",
     "ClusterInfo",
     "ClusterRegistry",
     "ClusterStartError",
@@ -25,8 +30,15 @@ __all__ = [
     "KafkaInstallError",
     "LocalCluster",
     "LocalKafkaError",
+    "RoleProcess",
     "default_state_dir",
+    "die_with_parent",
     "ensure_kafka",
+    "free_port",
+    "free_port_block",
+    "free_ports",
+    "log_tail",
+    "port_is_free",
     "start_all",
     "wait_until_ready",
 ]

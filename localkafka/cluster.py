@@ -24,10 +24,8 @@ the bootstrap address across a kill and a restart.
 from __future__ import annotations
 
 import json
-import random
 import shutil
 import signal
-import socket
 import time
 import uuid
 from base64 import urlsafe_b64encode
@@ -37,13 +35,12 @@ from pathlib import Path
 from localkafka.errors import ClusterStartError, ClusterStateError
 from localkafka.install import KafkaDistribution, ensure_kafka
 from localkafka.node import KafkaNode
+from localkafka.ports import CLUSTER_PORTS, free_ports, port_is_free
 from localkafka.readiness import wait_until_ready
 
 READY_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 20.0
-# Below the Linux ephemeral range (32768+): a fixed port up there could be taken by some client's
-# outgoing socket while the broker is down, and a restart on the same port would then fail.
-_PORT_RANGE = (20000, 32000)
+_LOOPBACK = "127.0.0.1"
 _CONTROLLER_NODE_ID = 1
 _BROKER_NODE_ID = 2
 _HEARTBEAT_MS = 1000
@@ -83,7 +80,7 @@ class LocalCluster:
         distribution = distribution or ensure_kafka()
         if (directory / "cluster.json").exists():
             raise ClusterStateError(f"{directory} already holds a cluster")
-        port, controller_port = _free_ports(2)
+        port, controller_port = free_ports(2, CLUSTER_PORTS, host=_LOOPBACK)
         info = ClusterInfo(
             name=name,
             cluster_id=_new_cluster_id(),
@@ -234,7 +231,7 @@ class LocalCluster:
         self.broker.forget_unclean_end()
 
     def _require_free_port(self, port: int) -> None:
-        if not _port_is_free(port):
+        if not port_is_free(port, _LOOPBACK):
             raise ClusterStartError(
                 f"cluster {self.name!r}: port {port} is in use by another process"
             )
@@ -296,22 +293,3 @@ def _new_cluster_id() -> str:
         cluster_id = urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
         if not cluster_id.startswith("-"):
             return cluster_id
-
-
-def _port_is_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def _free_ports(count: int) -> list[int]:
-    ports: list[int] = []
-    while len(ports) < count:
-        port = random.randrange(*_PORT_RANGE)
-        if port not in ports and _port_is_free(port):
-            ports.append(port)
-    return ports

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import shutil
 import signal
@@ -20,9 +19,9 @@ from pathlib import Path
 
 from localkafka.errors import ClusterStartError, ClusterStateError
 from localkafka.install import KafkaDistribution
+from localkafka.processes import die_with_parent, log_tail
 
 _KILL_WAIT_S = 10.0
-_PR_SET_PDEATHSIG = 1
 _LOG4J2 = """\
 status = warn
 appender.console.type = Console
@@ -122,7 +121,7 @@ class KafkaNode:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                preexec_fn=_die_with_parent if tie_to_parent else None,
+                preexec_fn=die_with_parent() if tie_to_parent else None,
             )
         (self.directory / "pid").write_text(f"{self._process.pid}\n")
 
@@ -173,12 +172,7 @@ class KafkaNode:
         self._killed_marker.unlink(missing_ok=True)
 
     def log_tail(self, lines: int = 40) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return f"(no {self.role} log at {self.log_path})"
-        tail = "\n".join(text.splitlines()[-lines:])
-        return f"--- last {lines} lines of {self.log_path} ---\n{tail}"
+        return log_tail(self.log_path, lines)
 
     @property
     def _killed_marker(self) -> Path:
@@ -227,8 +221,3 @@ def java_executable() -> str:
     if java is None:
         raise ClusterStartError("java is not on PATH (Java 17 or newer runs the Kafka broker)")
     return java
-
-
-def _die_with_parent() -> None:
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)

@@ -17,6 +17,7 @@ from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from localkafka.errors import ClusterStartError
+from runtime.kafka_errors import kafka_error_of
 
 READINESS_PROBE_TRANSACTIONAL_ID = "localkafka-readiness-probe"
 _POLL_INTERVAL_S = 0.2
@@ -59,9 +60,10 @@ def wait_until_ready(
                 producer.init_transactions(max(0.5, min(5.0, deadline - time.monotonic())))
                 return cluster_id
             except KafkaException as exc:
-                if exc.args[0].fatal():
+                error = kafka_error_of(exc)
+                if error.fatal():
                     raise ClusterStartError(
-                        f"{bootstrap_servers}: init_transactions failed: {exc.args[0].str()}"
+                        f"{bootstrap_servers}: init_transactions failed: {error.str()}"
                     ) from exc
                 time.sleep(_POLL_INTERVAL_S)
     finally:

@@ -23,7 +23,7 @@ from typing import Protocol
 
 from confluent_kafka.admin import AdminClient
 
-from localkafka import KAFKA_VERSION, LocalCluster, start_all, wait_until_ready
+from localkafka import KAFKA_VERSION, LocalCluster, free_port, start_all, wait_until_ready
 
 BACKEND_VARIABLE = "KAFKA_EXACTLY_TEST_BACKEND"
 EXTERNAL_VARIABLES = {
@@ -176,7 +176,7 @@ def _testcontainers() -> dict[str, KafkaBackend]:
 
     backends = {}
     for name in CLUSTER_NAMES:
-        host_port = _free_port()
+        host_port = free_port()
         container = (
             DockerContainer(f"apache/kafka:{KAFKA_VERSION}")
             .with_bind_ports(9092, host_port)
@@ -240,12 +240,6 @@ class _ContainerBroker:
         stdout, stderr = self.container.get_logs()  # type: ignore[attr-defined]
         text = (stdout + stderr).decode(errors="replace")
         return "\n".join(text.splitlines()[-lines:])
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def stop_all(backends: dict[str, KafkaBackend]) -> None:

@@ -18,6 +18,7 @@ cleanup() runs whatever happened (a verdict, an error, Ctrl-C): traffic stopped,
 
 from __future__ import annotations
 
+import functools
 import shutil
 import time
 from collections.abc import Callable
@@ -43,13 +44,6 @@ from exactly.demo.metrics import (
     scrape,
 )
 from exactly.demo.progress import DemoView, RoleStatus, Snapshot
-from exactly.demo.roles import (
-    DEDUPLICATOR,
-    OFFSETSYNC,
-    REPLICATOR,
-    RoleProcess,
-    free_metrics_ports,
-)
 from exactly.demo.traffic import (
     INCLUDE_PATTERN,
     TOPICS,
@@ -58,7 +52,8 @@ from exactly.demo.traffic import (
     create_topics,
 )
 from exactly.demo.verdict import Verdict, judge, read_committed
-from runtime.settings import role_environment
+from exactly.roles import DEDUPLICATOR, OFFSETSYNC, REPLICATOR
+from localkafka import RoleProcess, free_ports
 
 FLOW = "demo"
 KILL_REPLICATOR_AT = 0.35  # of the traffic time
@@ -183,14 +178,14 @@ class DemoRun:
 
     def _start_roles(self) -> None:
         roles = (REPLICATOR, DEDUPLICATOR, OFFSETSYNC)
-        for role, port in zip(roles, free_metrics_ports(len(roles)), strict=True):
+        for role, port in zip(roles, free_ports(len(roles)), strict=True):
             settings = self._role_settings(port)
             if role == OFFSETSYNC:
                 settings["OFFSETSYNC_GROUPS_INCLUDE"] = FAILOVER_GROUP
                 settings["OFFSETSYNC_INTERVAL_MS"] = str(_OFFSETSYNC_INTERVAL_MS)
-            process = RoleProcess(role, role_environment(settings), self.run_dir, port)
+            process = RoleProcess(role, settings, self.run_dir, cwd=self.run_dir, metrics_port=port)
             self._roles[role] = process
-            pid = process.start()
+            pid = process.start().pid
             self.view.say(
                 f"started {role} (pid {pid}, metrics on :{port}/metrics), log {process.log_path}"
             )
@@ -221,7 +216,7 @@ class DemoRun:
         process = self._roles[role]
         pid = process.kill()
         self.view.say(f"killed {role} (pid {pid}) with SIGKILL — restarting", style="bold yellow")
-        new_pid = process.start()
+        new_pid = process.start().pid
         self.view.say(f"restarted {role} (pid {new_pid})", style="yellow")
 
     def _stop_traffic(self) -> None:
@@ -278,7 +273,7 @@ class DemoRun:
                 check=self._check_roles,
             )
         except GroupNotMovedError as exc:
-            raise DemoError(f"{exc}\n{self._roles[OFFSETSYNC].log_tail()}") from exc
+            raise DemoError(f"{exc}\n{self._roles[OFFSETSYNC].log_tail(15)}") from exc
         self.view.say(f"offsetsync moved {group} to the target in {moved_s:.1f} s")
         result = resume_and_compare(self._clusters.target.bootstrap_servers, stopped)
         self.view.say(
@@ -298,12 +293,12 @@ class DemoRun:
             elif status is None:
                 self.view.say(
                     f"{role} did not exit within {_ROLE_STOP_TIMEOUT_S:.0f} s of SIGTERM; "
-                    f"killed it. {self._roles[role].log_tail()}",
+                    f"killed it. {self._roles[role].log_tail(15)}",
                     style="bold red",
                 )
             else:
                 self.view.say(
-                    f"{role} exited with status {status}. {self._roles[role].log_tail()}",
+                    f"{role} exited with status {status}. {self._roles[role].log_tail(15)}",
                     style="bold red",
                 )
 
@@ -340,7 +335,7 @@ class DemoRun:
             status = process.unexpected_exit()
             if status is not None:
                 raise DemoError(
-                    f"the {role} exited by itself with status {status}\n{process.log_tail()}"
+                    f"the {role} exited by itself with status {status}\n{process.log_tail(15)}"
                 )
 
     def _scrape_roles(self) -> None:
@@ -348,7 +343,8 @@ class DemoRun:
             counters = self._counters.get(role)
             if counters is None:  # offsetsync: what it did shows in the failover's lines
                 continue
-            samples = scrape(process.metrics_port) if process.is_running() else None
+            port = process.metrics_port
+            samples = scrape(port) if port is not None and process.is_running() else None
             counters.observe(process.starts, samples)
 
     def _traffic_counts(self) -> TrafficCounts:
@@ -389,7 +385,7 @@ class DemoRun:
             if process.is_running():
                 self._quietly(
                     f"stopping the {role}",
-                    lambda p=process: p.terminate(_CLEANUP_ROLE_STOP_TIMEOUT_S),
+                    functools.partial(process.terminate, _CLEANUP_ROLE_STOP_TIMEOUT_S),
                 )
         self._quietly("stopping the clusters", self._clusters.stop)
         self._lock.release()

@@ -9,7 +9,7 @@ import uuid
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from exactly.demo.roles import free_port_block
+from localkafka import free_port_block
 from tests.deploy.deployed import queried_metrics
 from tests.kafka_helpers import produce_numbered
 from tests.replication.processes import role_processes

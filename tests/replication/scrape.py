@@ -1,43 +1,15 @@
-"""Read a role's Prometheus endpoint the way an operator's scraper does."""
+"""Read a role's Prometheus endpoint the way an operator's scraper does: the kit's readers
+(localkafka.scrape), and a wait for a value that fails the test."""
 
 from __future__ import annotations
 
-import socket
 import time
 import urllib.error
-import urllib.request
 
-from prometheus_client.parser import text_string_to_metric_families
+from localkafka import free_port
+from localkafka.scrape import sample, scrape, total
 
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def scrape(port: str | int) -> str:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
-        return response.read().decode()
-
-
-def sample(metrics: str, name: str, **labels: str) -> float | None:
-    """The value of the sample `name` with exactly these labels; None when there is none."""
-    for family in text_string_to_metric_families(metrics):
-        for found in family.samples:
-            if found.name == name and found.labels == labels:
-                return found.value
-    return None
-
-
-def total(metrics: str, name: str) -> float:
-    """The sum of every sample called `name`, whatever its labels (0 when there is none)."""
-    return sum(
-        found.value
-        for family in text_string_to_metric_families(metrics)
-        for found in family.samples
-        if found.name == name
-    )
+__all__ = ["await_metric", "free_port", "sample", "scrape", "total"]
 
 
 def await_metric(

@@ -563,7 +563,7 @@ def test_terminate_kills_and_fails_when_sigterm_is_ignored(tmp_path):
 def test_wait_for_log_fails_fast_when_the_process_exits(tmp_path):
     short = RoleProcess("short", {}, tmp_path)
     short.command = [sys.executable, "-c", "print('bye')"]
-    with short, pytest.raises(AssertionError, match="exited with 0 before logging"):
+    with short, pytest.raises(TimeoutError, match="exited with 0 before logging"):
         short.wait_for_log("never", 20)
 
 

@@ -1,21 +1,14 @@
 """Metrics and health as Prometheus and Kubernetes probes see them: plain HTTP GETs."""
 
 import logging
-import socket
 import urllib.error
 import urllib.request
 
 import pytest
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter
 
+from localkafka import free_port  # serve_http's port 0 means "off": a free one is handed over
 from runtime import ExactlyError, Health, HttpServerError, serve_http
-
-
-def free_port() -> int:
-    # serve_http's port 0 means "off": ask the kernel for a free port, then hand it over.
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def get(port: int, path: str) -> tuple[int, str, str]:

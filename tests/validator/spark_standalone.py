@@ -15,19 +15,20 @@ from __future__ import annotations
 import json
 import logging
 import os
-import random
 import signal
-import socket
 import subprocess
 import time
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager, suppress
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pyspark
+
+from localkafka import free_ports, log_tail
+from localkafka.ports import CLUSTER_PORTS
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +48,6 @@ _LOG_TAIL_LINES = 30
 # Ports come from below the kernel's ephemeral range (32768-60999 here): between our probe and
 # the JVM's bind, several seconds pass, and a port the OS picked for us from the ephemeral range
 # can meanwhile become the source port of any outgoing connection on the machine.
-_PORT_RANGE = (20000, 32768)
 
 # Daemon JVMs: a small heap (the default is 1g each, on a shared machine), and no port
 # retries: Spark otherwise silently binds port+1 when a port is taken, and our URLs would lie.
@@ -109,12 +109,7 @@ class _Daemon:
                 os.killpg(self.process.pid, signum)
 
     def log_tail(self) -> str:
-        try:
-            lines = self.log_path.read_text(errors="replace").splitlines()
-        except FileNotFoundError:
-            lines = []
-        tail = "\n".join(lines[-_LOG_TAIL_LINES:])
-        return f"--- last {_LOG_TAIL_LINES} lines of {self.log_path}:\n{tail}"
+        return log_tail(self.log_path, _LOG_TAIL_LINES)
 
 
 @contextmanager
@@ -127,7 +122,9 @@ def standalone_spark(
     """A master and `workers` workers on 127.0.0.1, all registered (ALIVE) when this yields."""
     log_dir = Path(log_dir).resolve()
     log_dir.mkdir(parents=True, exist_ok=True)
-    master_port, master_ui_port, *worker_ui_ports = _free_ports(2 + workers)
+    master_port, master_ui_port, *worker_ui_ports = free_ports(
+        2 + workers, CLUSTER_PORTS, host=LOOPBACK
+    )
     spark = StandaloneSpark(
         master_url=f"spark://{LOOPBACK}:{master_port}",
         web_ui_url=f"http://{LOOPBACK}:{master_ui_port}",
@@ -181,23 +178,6 @@ def _env(log_dir: Path, work_dir: Path | None = None) -> dict[str, str]:
     if work_dir is not None:
         env["SPARK_WORKER_DIR"] = str(work_dir)
     return env
-
-
-def _free_ports(count: int) -> list[int]:
-    """`count` distinct ports that bind on loopback now; the JVMs bind them a few seconds later."""
-    with ExitStack() as held:  # held open until all are chosen, so no port is picked twice
-        ports: list[int] = []
-        candidates = random.sample(range(*_PORT_RANGE), 200)
-        for port in candidates:
-            probe = held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
-            try:
-                probe.bind((LOOPBACK, port))
-            except OSError:
-                continue
-            ports.append(port)
-            if len(ports) == count:
-                return ports
-    raise RuntimeError(f"no {count} free loopback ports in {_PORT_RANGE}")
 
 
 def _master_status(web_ui_url: str) -> dict[str, Any] | None:
