@@ -123,7 +123,7 @@ def _audit(
         examples=example_rows(examples, snapshot, per_kind=options.examples),
         started=started,
         finished=datetime.now(UTC),
-        master=spark.sparkContext.master,
+        master=str(spark.sparkContext.master),
         require_complete=options.require_complete,
         times=options.times,
         log_starts_moved=moved,

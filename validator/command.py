@@ -27,7 +27,8 @@ _OVERRIDES = {
 }
 
 
-class _Timestamp(click.ParamType):
+# ParamType is generic since click 8.2; subscripted, it would not load with an older click.
+class _Timestamp(click.ParamType):  # type: ignore[type-arg]
     """Epoch milliseconds, or an ISO 8601 date-time (UTC unless it names a zone)."""
 
     name = "timestamp"
@@ -168,8 +169,8 @@ def _environment(
 ) -> dict[str, str]:
     env = dict(environ)
     for flag, variable in _OVERRIDES.items():
-        if flags[flag] is not None:
-            env[variable] = flags[flag]
+        if (value := flags[flag]) is not None:
+            env[variable] = value
     # --topic alone names the topics: let the settings pick exactly those.
     if topics and not env.get(_OVERRIDES["include"]) and "KAFKA_CLUSTERS_SOURCE_TOPIC" not in env:
         env[_OVERRIDES["include"]] = ",".join(re.escape(topic) for topic in topics)
@@ -250,7 +251,8 @@ def _run(
         console = Console(highlight=False, width=240)
     render_table(result, console)
     print(f"report: {report_path}  chart: {chart_path}")
-    return result["exit_status"]
+    status: int = result["exit_status"]
+    return status
 
 
 def _interrupt(signum: int, _frame: object) -> None:

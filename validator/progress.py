@@ -12,8 +12,9 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from pyspark import SparkContext
+from pyspark import SparkContext, StatusTracker
 from rich.console import Console
+from rich.status import Status
 
 _REFRESH_S = 0.5
 
@@ -25,9 +26,9 @@ class Progress:
         self._phase = "starting"
         self._phase_started = time.monotonic()
         self._started = self._phase_started
-        self._tracker = None
+        self._tracker: StatusTracker | None = None
         self._stop = threading.Event()
-        self._status = None
+        self._status: Status | None = None
 
     def watch(self, spark_context: SparkContext) -> None:
         """Show the task counts of the jobs this SparkContext runs from now on."""
@@ -60,7 +61,8 @@ class Progress:
 
     def _refresh(self) -> None:
         while not self._stop.wait(_REFRESH_S):
-            self._status.update(self._line())
+            if self._status is not None:
+                self._status.update(self._line())
 
     def _line(self) -> str:
         tasks = ""

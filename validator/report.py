@@ -96,10 +96,10 @@ def write_json(report: Mapping[str, Any], path: Path) -> None:
 
 def example_rows(
     rows: Iterable[Mapping[str, Any]], snapshot: Snapshot, *, per_kind: int
-) -> dict[str, list[dict]]:
+) -> dict[str, list[dict[str, Any]]]:
     """The first ``per_kind`` finding rows of each kind, with the destination topic filled in."""
     destination_of = {pair.source_topic: pair.destination_topic for pair in snapshot.pairs}
-    grouped: dict[str, list[dict]] = {}
+    grouped: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
         if len(grouped.get(row["kind"], ())) >= per_kind:
             continue

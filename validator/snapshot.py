@@ -22,6 +22,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from runtime import kafka_error_of
 from runtime.settings import ClusterSettings, Settings
 from validator.errors import InputError
 
@@ -192,7 +193,7 @@ def _metadata(admin: AdminClient, side: str, cluster: ClusterSettings) -> Cluste
     except KafkaException as exc:
         raise InputError(
             f"cannot reach the {side} cluster at {_servers(cluster)} within {_TIMEOUT_S:g} s: "
-            f"{exc.args[0].str() if exc.args else exc}"
+            f"{kafka_error_of(exc).str()}"
         ) from None
 
 
@@ -280,7 +281,7 @@ def _list_offsets(
         except KafkaException as exc:
             raise InputError(
                 f"cannot list the offsets of {tp.topic}[{tp.partition}] on the {side} cluster: "
-                f"{exc.args[0].str() if exc.args else exc}"
+                f"{kafka_error_of(exc).str()}"
             ) from None
         offsets[(tp.topic, tp.partition)] = info.offset
     return offsets
@@ -295,7 +296,7 @@ def _compacted(admin: AdminClient, topics: list[str]) -> dict[str, bool]:
         except KafkaException as exc:
             raise InputError(
                 f"cannot read the configuration of topic {resource.name} on the source cluster: "
-                f"{exc.args[0].str() if exc.args else exc}"
+                f"{kafka_error_of(exc).str()}"
             ) from None
         compacted[resource.name] = "compact" in policy
     return compacted

@@ -1,0 +1,178 @@
+"""Pairing by provenance (validator/compare.py): the exactly.origin header names the source
+partition and offset of each copy, so a pair is exact and identical records are told apart."""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from validator.findings import (
+    EVENT_COLUMNS,
+    PAIRED_COLUMNS,
+    by_destination_partition,
+    field_findings,
+    finding,
+    no_such_origin,
+    or_matched,
+    present,
+    unpaired_source,
+)
+from validator.kinds import DESTINATION_RECORD, SOURCE_RECORD
+
+
+def by_provenance(
+    source: DataFrame, destination: DataFrame, ranges: DataFrame, cluster_id: str
+) -> DataFrame:
+    destination = _with_previous_origin(destination)
+    ours = F.col("origin_offset").isNotNull() & (F.col("origin_cluster") == F.lit(cluster_id))
+    foreign = _foreign(destination.filter(~ours))
+    copies = _numbered_copies(destination.filter(ours))
+    joined = _paired(source, copies, ranges)
+    has_s, has_d = F.col("s_offset").isNotNull(), F.col("d_offset").isNotNull()
+    first = F.coalesce(F.col("copy"), F.lit(1)) == 1
+    counted = F.array(
+        F.when(has_s & first, finding(SOURCE_RECORD)), F.when(has_d, finding(DESTINATION_RECORD))
+    )
+    findings = _findings(has_s, has_d, first)
+    found = joined.select(
+        "topic",
+        "partition",
+        "s_offset",
+        "d_partition",
+        "d_offset",
+        F.explode(F.concat(or_matched(findings), present(counted))).alias("finding"),
+    ).select(*EVENT_COLUMNS[:5], "finding.kind", "finding.detail")
+    foreign_counted = foreign.withColumn("kind", F.lit(DESTINATION_RECORD)).withColumn(
+        "detail", F.lit(None).cast("string")
+    )
+    return by_destination_partition(found.unionByName(foreign).unionByName(foreign_counted))
+
+
+def _with_previous_origin(destination: DataFrame) -> DataFrame:
+    # Order as a consumer of the destination partition reads it.
+    in_partition = Window.partitionBy("topic", "d_partition").orderBy("d_offset")
+    return destination.withColumn(
+        "prev_origin_partition", F.lag("origin_partition").over(in_partition)
+    ).withColumn("prev_origin_offset", F.lag("origin_offset").over(in_partition))
+
+
+def _foreign(records: DataFrame) -> DataFrame:
+    """Destination records without our header, or with another cluster's."""
+    return records.select(
+        "topic",
+        F.col("d_partition").alias("partition"),
+        F.lit(None).cast("long").alias("s_offset"),
+        "d_partition",
+        "d_offset",
+        F.when(F.col("origin_offset").isNull(), F.lit("unexpected"))
+        .otherwise(F.lit("other_origin"))
+        .alias("kind"),
+        F.when(F.col("origin_offset").isNull(), F.lit("no exactly.origin header"))
+        .otherwise(F.concat(F.lit("from cluster "), F.col("origin_cluster")))
+        .alias("detail"),
+    )
+
+
+def _numbered_copies(ours: DataFrame) -> DataFrame:
+    # The copy in its own partition, else the earliest, is "the" copy; any other is a duplicate.
+    # Numbered before the join, partitioned by the join's own key, so that the join reuses this
+    # shuffle instead of adding one over both sides' rows.
+    copies = Window.partitionBy("topic", "origin_partition", "origin_offset").orderBy(
+        (F.col("d_partition") != F.col("origin_partition")).asc(), "d_offset"
+    )
+    return (
+        ours.withColumn("copy", F.row_number().over(copies))
+        .withColumn("first_d_partition", F.first("d_partition").over(copies))
+        .withColumn("first_d_offset", F.first("d_offset").over(copies))
+    )
+
+
+def _reach(copies: DataFrame, ranges: DataFrame) -> DataFrame:
+    # How far replication has reached in each source partition: a source record beyond the
+    # furthest one copied is still in flight, one before it is missing.
+    return (
+        copies.join(
+            ranges.withColumnRenamed("partition", "origin_partition"),
+            ["topic", "origin_partition"],
+        )
+        .filter(F.col("origin_offset").between(F.col("s_start"), F.col("s_end") - 1))
+        .groupBy("topic", F.col("origin_partition").alias("partition"))
+        .agg(F.max("origin_offset").alias("reach_max"), F.min("origin_offset").alias("reach_min"))
+    )
+
+
+def _paired(source: DataFrame, copies: DataFrame, ranges: DataFrame) -> DataFrame:
+    """Each source record beside its copies (or alone), with its partition's range and reach."""
+    s, d = source.alias("s"), copies.alias("d")
+    joined = s.join(
+        d,
+        (F.col("s.topic") == F.col("d.topic"))
+        & (F.col("s.partition") == F.col("d.origin_partition"))
+        & (F.col("s.s_offset") == F.col("d.origin_offset")),
+        "full_outer",
+    ).select(
+        F.coalesce("s.topic", "d.topic").alias("topic"),
+        F.coalesce("s.partition", "d.origin_partition").alias("partition"),
+        *PAIRED_COLUMNS,
+        "d.origin_offset",
+        "d.prev_origin_partition",
+        "d.prev_origin_offset",
+        "d.copy",
+        "d.first_d_partition",
+        "d.first_d_offset",
+    )
+    return joined.join(ranges, ["topic", "partition"], "left").join(
+        F.broadcast(_reach(copies, ranges)), ["topic", "partition"], "left"
+    )
+
+
+def _findings(has_s: Column, has_d: Column, first: Column) -> Column:
+    """What is wrong with a pair, as an array of findings (nulls where a check passed)."""
+    return (
+        F.when(
+            has_s & has_d & ~first,
+            F.array(
+                finding(
+                    "duplicated",
+                    F.concat(
+                        F.lit("another copy at destination partition "),
+                        F.col("first_d_partition"),
+                        F.lit(" offset "),
+                        F.col("first_d_offset"),
+                    ),
+                )
+            ),
+        )
+        .when(
+            has_s & has_d,
+            F.array(
+                *field_findings(),
+                F.when(
+                    F.col("d_partition") != F.col("partition"),
+                    finding(
+                        "wrong_partition",
+                        F.concat(F.lit("in destination partition "), F.col("d_partition")),
+                    ),
+                ),
+                F.when(
+                    (F.col("prev_origin_partition") == F.col("partition"))
+                    & (F.col("origin_offset") < F.col("prev_origin_offset")),
+                    finding(
+                        "out_of_order",
+                        F.concat(F.lit("follows source offset "), F.col("prev_origin_offset")),
+                    ),
+                ),
+            ),
+        )
+        .when(has_s, F.array(unpaired_source("reach_max", "reach_min")))
+        .otherwise(
+            F.array(
+                F.when(F.col("s_start").isNull(), finding("unexpected", no_such_origin()))
+                .when(F.col("origin_offset") < F.col("s_log_start"), finding("source_retention"))
+                .when(F.col("origin_offset") < F.col("s_start"), finding("before_range"))
+                .when(F.col("origin_offset") >= F.col("s_end"), finding("after_range"))
+                .when(F.col("compacted"), finding("compacted"))
+                .otherwise(finding("unexpected", no_such_origin()))
+            )
+        )
+    )
