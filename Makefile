@@ -39,6 +39,7 @@ kustomize:
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 test: install lint
 	$(BIN)/pytest --durations=10 $(PYTEST_ARGS)
