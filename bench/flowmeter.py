@@ -20,11 +20,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from confluent_kafka import Consumer, IsolationLevel, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    IsolationLevel,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 # In a child: the kernel SIGKILLs it when the bench dies, even by SIGKILL.
+from envelope import HEADER_PROVENANCE, encode_provenance
 from localkafka import die_with_parent
+from runtime import produce_when_room
 
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 _TICK_S = 0.1
@@ -541,3 +550,20 @@ def _tie_to_parent() -> None:
     tie = die_with_parent()
     if tie is not None:
         tie()
+
+
+def copy_as_stage_2(producer: Producer, topic: str, message: Message, cluster_id: str) -> None:
+    """Produce a copy of ``message`` the way stage 2 writes one: same partition, key, value,
+    headers and timestamp, plus the provenance header naming its source record."""
+    partition, offset = message.partition(), message.offset()
+    headers = message.headers() or []
+    headers.append((HEADER_PROVENANCE, encode_provenance(cluster_id, partition, offset)))
+    produce_when_room(
+        producer,
+        topic,
+        value=message.value(),
+        key=message.key(),
+        partition=partition,
+        headers=headers,
+        timestamp=message.timestamp()[1],
+    )

@@ -40,7 +40,6 @@ import multiprocessing
 import os
 import random
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -67,13 +66,12 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 from prometheus_client.parser import text_string_to_metric_families
 
-from envelope import HEADER_PROVENANCE, encode_provenance
-from localkafka import LocalCluster, free_port, log_tail, start_all
+from bench.flowmeter import copy_as_stage_2
+from localkafka import LocalCluster, RoleProcess, free_port, start_all
 from localkafka.scrape import sample, scrape
 from offsetsync.checkpoints import Checkpoint
 from runtime import kafka_error_of
 from runtime.names import FlowNames
-from runtime.settings import role_environment
 from runtime.topics import ensure_topic
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -91,7 +89,7 @@ CLUSTERS = ("source", "target")
 GROUP_STATES = ("synced", "waiting", "active_on_target", "behind_retention")
 
 
-def main() -> None:
+def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=float, default=60.0, help="Measured seconds.")
     parser.add_argument("--interval-ms", type=int, default=5000, help="OFFSETSYNC_INTERVAL_MS.")
@@ -101,8 +99,11 @@ def main() -> None:
     parser.add_argument("--commit-every-s", type=float, default=1.0, help="Per group, jittered.")
     parser.add_argument("--behind", type=int, default=200, help="Commits lag the end by 0..this.")
     parser.add_argument("--json", type=Path, help="Also write the numbers here.")
-    args = parser.parse_args()
+    return parser.parse_args()
 
+
+def main() -> None:
+    args = _arguments()
     run = uuid.uuid4().hex[:6]
     prefix = f"bench-os-{run}"
     groups = [f"{prefix}-g{i:02d}" for i in range(args.groups)]
@@ -113,48 +114,28 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-os-") as tmp:
         base = Path(tmp)
         clusters = [LocalCluster.create(base / name, name) for name in CLUSTERS]
-        sync: subprocess.Popen | None = None
+        sync: RoleProcess | None = None
         committer: Committer | None = None
         traffic = None
         stop_traffic = spawn.Event()
         traffic_results = spawn.Queue()
-        log_path = base / "offsetsync.log"
         try:
             start_all(clusters, tie_to_parent=True)
             source, target = (c.bootstrap_servers for c in clusters)
-            ensure_topic(
-                AdminClient({"bootstrap.servers": source}), NewTopic(source_topic, args.partitions)
-            )
-            ensure_topic(
-                AdminClient({"bootstrap.servers": target}), NewTopic(topic, args.partitions)
-            )
+            for bootstrap, name in ((source, source_topic), (target, topic)):
+                ensure_topic(
+                    AdminClient({"bootstrap.servers": bootstrap}), NewTopic(name, args.partitions)
+                )
             traffic = spawn.Process(
                 target=_traffic,
                 name="bench-os-traffic",
-                args=(
-                    source,
-                    target,
-                    source_topic,
-                    topic,
-                    args.partitions,
-                    args.rate,
-                    clusters[0].cluster_id,
-                    prefix,
-                    os.getpid(),
-                    stop_traffic,
-                    traffic_results,
-                ),
-            )
+                args=(source, target, source_topic, topic, args.partitions, args.rate,
+                      clusters[0].cluster_id, prefix, os.getpid(), stop_traffic,
+                      traffic_results),
+            )  # fmt: skip
             traffic.start()
-            committer = Committer(
-                source,
-                target,
-                (source_topic, topic),
-                args.partitions,
-                groups,
-                args.commit_every_s,
-                args.behind,
-            )
+            committer = Committer(source, target, (source_topic, topic), args.partitions,
+                                  groups, args.commit_every_s, args.behind)  # fmt: skip
             committer.start()
             _say(
                 f"traffic at {args.rate:,} records/s, {args.groups} groups x {args.partitions} "
@@ -177,31 +158,11 @@ def main() -> None:
                 # A crash (a signal in a native library) leaves its Python stacks in the log.
                 "PYTHONFAULTHANDLER": "1",
             }
-
-            def alive() -> None:
-                _check_alive(sync, traffic, committer)
-
-            with log_path.open("w") as log:
-                sync = subprocess.Popen(
-                    [sys.executable, "-m", "offsetsync"],
-                    env=role_environment(settings),
-                    cwd=ROOT,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                )
-            _await_ready(port, alive)
-            _say(f"offsetsync ready; warm-up of one interval ({args.interval_ms / 1000:g} s)")
-            _sleep(args.interval_ms / 1000, alive)
-            first = scrape(port)
-            window = [time.time(), 0.0]
-            started = time.monotonic()
-            _say(f"measuring for {args.duration:g} s")
-            _sleep(args.duration, alive)
-            last = scrape(port)
-            window[1] = time.time()
-            seconds = time.monotonic() - started
-            sync.terminate()
-            returncode = sync.wait(STOP_TIMEOUT_S)
+            sync = RoleProcess("offsetsync", settings, base, cwd=ROOT).start()
+            first, last, window, seconds = _measure(
+                port, args, lambda: _check_alive(sync, traffic, committer)
+            )
+            returncode = sync.terminate(STOP_TIMEOUT_S)
             if returncode != 0:
                 broke.append(f"offsetsync exited {returncode} after SIGTERM, wanted 0")
             committer.stop()
@@ -210,26 +171,52 @@ def main() -> None:
                 broke.append(f"traffic: {traffic_stats['error']}")
             checkpoints = _read_checkpoints(target, FlowNames(flow).checkpoints)
         except BaseException:
-            if log_path.exists() and log_path.stat().st_size:
-                _say(log_tail(log_path))
+            if sync is not None and sync.log_text():
+                _say(sync.log_tail())
             raise
         finally:
-            if sync is not None and sync.poll() is None:
-                sync.terminate()
-                try:
-                    sync.wait(STOP_TIMEOUT_S)
-                except subprocess.TimeoutExpired:
-                    sync.kill()
-                    sync.wait()
+            if sync is not None and sync.is_running():
+                sync.terminate(STOP_TIMEOUT_S)
             if committer is not None:
                 committer.stop()
             if traffic is not None and traffic.is_alive():
                 _stop_traffic(traffic, stop_traffic, traffic_results)
             for cluster in clusters:
                 cluster.stop()
-        sync_log = log_path.read_text()
+        sync_log = sync.log_text() if sync is not None else ""
 
     numbers = _numbers(args, window, seconds, first, last, committer, traffic_stats, checkpoints)
+    broke += _broken_translations(numbers)
+    numbers["broke"] = broke
+    _report(numbers)
+    if args.json is not None:
+        args.json.write_text(json.dumps(numbers, indent=2) + "\n")
+    if broke:
+        _say("offsetsync's log, last lines:\n" + "\n".join(sync_log.splitlines()[-40:]))
+        raise SystemExit("broke: " + "; ".join(broke))
+
+
+def _measure(
+    port: int, args: argparse.Namespace, alive: Callable[[], None]
+) -> tuple[str, str, list[float], float]:
+    """After a warm-up interval: /metrics at the start and the end of the measured window,
+    the window's wall-clock bounds and its length."""
+    _await_ready(port, alive)
+    _say(f"offsetsync ready; warm-up of one interval ({args.interval_ms / 1000:g} s)")
+    _sleep(args.interval_ms / 1000, alive)
+    first = scrape(port)
+    window = [time.time(), 0.0]
+    started = time.monotonic()
+    _say(f"measuring for {args.duration:g} s")
+    _sleep(args.duration, alive)
+    last = scrape(port)
+    window[1] = time.time()
+    return first, last, window, time.monotonic() - started
+
+
+def _broken_translations(numbers: dict) -> list[str]:
+    """What the checkpoints show to be wrong: none written, or not the groups' own offsets."""
+    broke = []
     if not numbers["checkpoints_committed_in_window"]:
         broke.append("no checkpoint of a committed offset was written in the measured window")
     if numbers["checkpoints_unmatched"]:
@@ -242,13 +229,7 @@ def main() -> None:
             f"{numbers['translations_wrong']} checkpoints translate to an offset other than the "
             f"copy's (each copy sits at its source offset): {numbers['wrong_examples']}"
         )
-    numbers["broke"] = broke
-    _report(numbers)
-    if args.json is not None:
-        args.json.write_text(json.dumps(numbers, indent=2) + "\n")
-    if broke:
-        _say("offsetsync's log, last lines:\n" + "\n".join(sync_log.splitlines()[-40:]))
-        raise SystemExit("broke: " + "; ".join(broke))
+    return broke
 
 
 # -- traffic: a producer on the source and a copier to the destination, in a child process -------
@@ -302,20 +283,7 @@ def _traffic(
             for message in consumer.consume(1000, 0.01):
                 if message.error():
                     raise KafkaException(message.error())
-                partition, offset = message.partition(), message.offset()
-                headers = message.headers() or []
-                headers.append(
-                    (HEADER_PROVENANCE, encode_provenance(cluster_id, partition, offset))
-                )
-                _produce(
-                    copier,
-                    topic,
-                    value=message.value(),
-                    key=message.key(),
-                    partition=partition,
-                    headers=headers,
-                    timestamp=message.timestamp()[1],
-                )
+                copy_as_stage_2(copier, topic, message, cluster_id)
                 copied += 1
             copier.poll(0)
             stats.update(
@@ -509,7 +477,7 @@ def _sleep(seconds: float, alive: Callable[[], None]) -> None:
 
 
 def _check_alive(sync, traffic, committer) -> None:
-    if sync is not None and sync.poll() is not None:
+    if sync is not None and not sync.is_running():
         raise SystemExit(f"offsetsync exited {sync.returncode} on its own")
     if traffic is not None and not traffic.is_alive():
         raise SystemExit(f"the traffic process died (exit code {traffic.exitcode})")

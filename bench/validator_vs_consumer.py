@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from envelope import HEADER_PROVENANCE, encode_provenance
+from bench.flowmeter import copy_as_stage_2
 from localkafka import LocalCluster, start_all
 from runtime.settings import role_environment
 from runtime.topics import ensure_topic
@@ -151,18 +151,7 @@ def _copy(
         for message in consumer.consume(CONSUME_BATCH, 0.5):
             if message.error():
                 raise RuntimeError(f"copy: {message.error()}")
-            partition, offset = message.partition(), message.offset()
-            headers = message.headers() or []
-            headers.append((HEADER_PROVENANCE, encode_provenance(cluster_id, partition, offset)))
-            produce_when_room(
-                producer,
-                topic,
-                value=message.value(),
-                key=message.key(),
-                partition=partition,
-                headers=headers,
-                timestamp=message.timestamp()[1],
-            )
+            copy_as_stage_2(producer, topic, message, cluster_id)
             copied += 1
         producer.poll(0)
     consumer.close()

@@ -23,9 +23,9 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Self
 
+from runtime.closeable import Closeable
 from runtime.settings import role_environment
 
 _PR_SET_PDEATHSIG = 1
@@ -63,7 +63,7 @@ def log_tail(path: Path, lines: int = 40) -> str:
     return f"--- last {lines} lines of {path}:\n{tail}"
 
 
-class RoleProcess:
+class RoleProcess(Closeable):
     """One role as a child process; a context manager that SIGKILLs it on exit, whatever
     happened. ``start`` returns the handle itself, so ``RoleProcess(...).start()`` reads well."""
 
@@ -226,18 +226,14 @@ class RoleProcess:
                 )
             time.sleep(_POLL_S)
 
+    def close(self) -> None:
+        """What leaving a ``with`` block does: SIGKILL, whatever happened."""
+        self.kill()
+
     def __enter__(self) -> Self:
         if self._process is None:
             self.start()
         return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.kill()
 
     def __repr__(self) -> str:
         state = "running" if self.is_running() else f"exited {self.returncode}"

@@ -5,13 +5,15 @@ A *session* is the life of one idempotent, gapless producer. Within a session th
 a source partition chain through `prev_offset` with no gap (invariant 2). ANY delivery error or
 a stall ends the session: the producer is dropped, every lane rewinds to its commit point and
 the next session starts with an empty `prev_offset`. Nothing is retried record by record.
+
+Why this is at-least-once with chains stage 2 can trust is `Replicator._commit`, the one place
+a source offset is committed: its four numbered steps name the invariant each protects.
 """
 
 from __future__ import annotations
 
 import contextlib
 import enum
-import logging
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator
 
@@ -28,6 +30,7 @@ from confluent_kafka.admin import AdminClient
 
 from envelope import RecordRow, encode_rows
 from replicator.batching import Run, cut_runs, row_of
+from replicator.clients import consumer_config, producer_config, report_client_error
 from replicator.discovery import TopicDiscovery
 from replicator.flowrecords import FlowRecords
 from replicator.lanes import InFlight, Lane, lane_of
@@ -41,10 +44,8 @@ from runtime import (
     kafka_error_of,
     produce_when_room,
 )
-from runtime.role import static_membership
 
 log = get_logger(__name__)
-_LIBRDKAFKA_LOG = logging.getLogger("librdkafka")
 
 CONSUME_BATCH = 2000
 CONSUME_TIMEOUT_S = 0.2
@@ -92,48 +93,12 @@ class Replicator:
         self._fatal: KafkaError | None = None
         self._max_envelope = staging.max_message_bytes - PRODUCE_OVERHEAD
         self._budget = min(settings.envelope_max_bytes, self._max_envelope)
-        self.consumer = Consumer(self._consumer_config())
+        self.consumer = Consumer(consumer_config(self.settings, self._on_consumer_error))
         self.producer = self._new_producer()
         self._subscribed: list[str] = []
 
-    # -- configuration ------------------------------------------------------------------------
-
-    def _consumer_config(self) -> dict[str, object]:
-        return {
-            **self.settings.source.client_config(),
-            "group.id": self.settings.names.replicator_group,
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
-            # Aborted source records never reach staging.
-            "isolation.level": "read_committed",
-            # Invariant 3 / "say it, don't skip it": a committed offset that fell behind
-            # retention surfaces as an error we handle by policy, never as a silent reset.
-            # Partitions never committed start where REPLICATION_START_FROM says (on_assign).
-            "auto.offset.reset": "error",
-            "partition.assignment.strategy": "cooperative-sticky",
-            "error_cb": self._on_consumer_error,
-            "logger": _LIBRDKAFKA_LOG,
-            **static_membership(self.settings, "replicator"),
-        }
-
     def _new_producer(self) -> Producer:
-        return Producer(
-            {
-                **self.settings.destination.client_config(),
-                # Invariant 2: an idempotent producer that treats any gap as fatal, and never
-                # gives up on a message by itself (the stall watchdog decides instead).
-                "enable.idempotence": True,
-                "enable.gapless.guarantee": True,
-                "acks": "all",
-                "message.timeout.ms": 0,
-                "max.in.flight.requests.per.connection": 5,
-                "linger.ms": 5,
-                "compression.type": "lz4",
-                "message.max.bytes": self.staging.max_message_bytes,
-                "error_cb": self._on_producer_error,
-                "logger": _LIBRDKAFKA_LOG,
-            }
-        )
+        return Producer(producer_config(self.settings, self.staging, self._on_producer_error))
 
     # -- the loop -----------------------------------------------------------------------------
 
@@ -183,7 +148,8 @@ class Replicator:
                 # Revoked or stopped meanwhile: its commit point does not move, so nothing of
                 # it is lost; whoever owns it next reads it again.
                 continue
-            yield (key, *row_of(message))
+            row, size = row_of(message)
+            yield key, row, size  # a plain tuple: starred unpacking costs more per record
 
     def _ship(self, lane: Lane, run: Run) -> None:
         if lane.stopped or self._session_error is not None:
@@ -281,30 +247,16 @@ class Replicator:
             )
 
     def _on_producer_error(self, error: KafkaError) -> None:
-        self.metrics.client_errors.labels("target", error.name()).inc()
         if error.fatal():
             # A gapless idempotent producer turns a gap into a fatal error: end the session.
             self._session_error = f"fatal:{error.name()}"
-        log.warning(
-            "kafka client error",
-            cluster="target",
-            code=error.name(),
-            fatal=error.fatal(),
-            error=error.str(),
-        )
+        report_client_error(self.metrics, "target", error)
 
     def _on_consumer_error(self, error: KafkaError) -> None:
-        self.metrics.client_errors.labels("source", error.name()).inc()
         if error.fatal():
             # E.g. another instance took our static membership: stop, never fight over it.
             self._fatal = error
-        log.warning(
-            "kafka client error",
-            cluster="source",
-            code=error.name(),
-            fatal=error.fatal(),
-            error=error.str(),
-        )
+        report_client_error(self.metrics, "source", error)
 
     # -- commits ------------------------------------------------------------------------------
 

@@ -1,0 +1,69 @@
+"""Stage 1's two Kafka clients, configured for its invariants (DESIGN.md §4), and how their
+errors are reported."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from confluent_kafka import KafkaError
+
+from replicator.metrics import ReplicatorMetrics
+from replicator.topics import StagingTopic
+from runtime import Settings, get_logger
+from runtime.role import static_membership
+
+log = get_logger(__name__)
+_LIBRDKAFKA_LOG = logging.getLogger("librdkafka")
+
+ErrorCallback = Callable[[KafkaError], None]
+
+
+def consumer_config(settings: Settings, on_error: ErrorCallback) -> dict[str, object]:
+    return {
+        **settings.source.client_config(),
+        "group.id": settings.names.replicator_group,
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        # Aborted source records never reach staging.
+        "isolation.level": "read_committed",
+        # Invariant 3 / "say it, don't skip it": a committed offset that fell behind
+        # retention surfaces as an error we handle by policy, never as a silent reset.
+        # Partitions never committed start where REPLICATION_START_FROM says (on_assign).
+        "auto.offset.reset": "error",
+        "partition.assignment.strategy": "cooperative-sticky",
+        "error_cb": on_error,
+        "logger": _LIBRDKAFKA_LOG,
+        **static_membership(settings, "replicator"),
+    }
+
+
+def producer_config(
+    settings: Settings, staging: StagingTopic, on_error: ErrorCallback
+) -> dict[str, object]:
+    return {
+        **settings.destination.client_config(),
+        # Invariant 2: an idempotent producer that treats any gap as fatal, and never gives up
+        # on a message by itself (the stall watchdog decides instead).
+        "enable.idempotence": True,
+        "enable.gapless.guarantee": True,
+        "acks": "all",
+        "message.timeout.ms": 0,
+        "max.in.flight.requests.per.connection": 5,
+        "linger.ms": 5,
+        "compression.type": "lz4",
+        "message.max.bytes": staging.max_message_bytes,
+        "error_cb": on_error,
+        "logger": _LIBRDKAFKA_LOG,
+    }
+
+
+def report_client_error(metrics: ReplicatorMetrics, cluster: str, error: KafkaError) -> None:
+    metrics.client_errors.labels(cluster, error.name()).inc()
+    log.warning(
+        "kafka client error",
+        cluster=cluster,
+        code=error.name(),
+        fatal=error.fatal(),
+        error=error.str(),
+    )
