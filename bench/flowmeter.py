@@ -279,6 +279,8 @@ def _paced_produce(
                 )
                 count += 1
             except BufferError:
+                # Not runtime.produce_when_room: the record is made anew after the wait, so its
+                # CreateTime is when it entered the queue, which the latency is measured from.
                 producer.poll(0.01)
         producer.poll(0)
         sent.value = count
