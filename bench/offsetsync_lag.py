@@ -271,7 +271,7 @@ def _traffic(
         while not stop.is_set() and os.getppid() == parent:
             due = int((time.monotonic() - started) * rate) - produced
             for _ in range(due):
-                _produce(
+                produce_when_room(
                     producer,
                     source_topic,
                     value=values[produced % VALUE_POOL],
@@ -296,10 +296,6 @@ def _traffic(
     except BaseException as exc:
         stats["error"] = f"{exc!r}\n{traceback.format_exc()}"
     results.put(stats)
-
-
-def _produce(producer: Producer, topic: str, **record) -> None:
-    produce_when_room(producer, topic, **record)
 
 
 def _stop_traffic(process, stop, results) -> dict:
