@@ -4,7 +4,6 @@ fatal error such as being fenced (the orchestrator restarts it)."""
 
 from __future__ import annotations
 
-import socket
 import sys
 import time
 from typing import Any
@@ -47,7 +46,7 @@ def run() -> int:
         ensure_topic(admin, NewTopic(deadletter, 1, -1))
         deduplicator = Deduplicator(
             settings,
-            settings.instance_id or socket.gethostname(),
+            settings.identity,
             changelog,
             deadletter,
             metrics,
@@ -61,7 +60,7 @@ def run() -> int:
             deduplicator.run()
         log.info("deduplicator counts", **_totals(metrics))
 
-    return run_role("deduplicator", work, registry=metrics.registry)
+    return run_role("deduplicator", work, registry=metrics.registry, member=True)
 
 
 def _totals(metrics: DeduplicatorMetrics) -> dict[str, Any]:  # log fields: counts

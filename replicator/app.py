@@ -47,4 +47,4 @@ def run() -> int:
         with heartbeat:
             replicator.run()
 
-    return run_role("replicator", work, registry=metrics.registry)
+    return run_role("replicator", work, registry=metrics.registry, member=True)

@@ -5,6 +5,7 @@ and 2 on a ``ConfigError`` (runtime/role.py); nothing else needs a list of fatal
 
 ExactlyError                        root: every package's errors derive from it
 ├── ConfigError                     runtime: an environment variable is missing, malformed, unknown
+│   └── IdentityTakenError          a live instance on this host already has our identity
 ├── KafkaClientError                runtime: a confluent_kafka error, classified (kafka_errors)
 │   ├── RetriableKafkaError         transient: call again after a short backoff
 │   ├── AbortableKafkaError         abort the open transaction, rewind the consumer, begin again
@@ -64,6 +65,11 @@ class ConfigError(ExactlyError):
         if self.value is None:
             return f"{self.variable}: {self.message}"
         return f"{self.variable}={_quote(self.value)}: {self.message}"
+
+
+class IdentityTakenError(ConfigError):
+    """Another live instance on this host has this instance's flow, role and identity
+    (runtime/identity.py): two would fence each other in turn."""
 
 
 class KafkaClientError(ExactlyError):

@@ -10,15 +10,17 @@ import gc
 import signal
 import sys
 from collections.abc import Callable
+from contextlib import ExitStack
 
 from confluent_kafka import KafkaException
 from prometheus_client import CollectorRegistry, ProcessCollector
 
-from runtime.errors import ConfigError, ExactlyError
+from runtime.errors import ConfigError, ExactlyError, FencedError
 from runtime.http import Health, serve_http
+from runtime.identity import IdentityClaim
 from runtime.kafka_errors import kafka_error_of, to_client_error
 from runtime.liveness import Heartbeat
-from runtime.logs import configure_logging, get_logger
+from runtime.logs import EventLogger, configure_logging, get_logger
 from runtime.settings import Settings, load_settings
 from runtime.shutdown import GracefulShutdown
 
@@ -35,12 +37,16 @@ def run_role(
     work: Work,
     *,
     registry: CollectorRegistry,
+    member: bool = False,
 ) -> int:
     """Run `work` as the process's role; returns the exit status.
 
     Fatal (exit 1, the orchestrator restarts us) is decided by class: every error of ours
     derives from ``ExactlyError`` (runtime/errors.py), and a ``KafkaException`` a role did not
     translate is fatal too. Anything else is a bug and keeps its traceback.
+
+    A ``member`` (a stage, a static member of its group) holds its identity's host-local claim
+    for its whole life, from before its first client (runtime/identity.py).
     """
     try:
         settings = load_settings()
@@ -53,31 +59,51 @@ def run_role(
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     log = get_logger(role)
     health = Health()
-    server = None
     try:
-        # Resident memory, CPU seconds, open files: what a pod's requests and limits are set by.
-        ProcessCollector(registry=registry)
-        server = serve_http(
-            settings.metrics_port, registry=registry, health=health, host=settings.metrics_host
-        )
-        with GracefulShutdown() as shutdown:
+        with ExitStack() as held:
+            if member:  # first: a twin's one line, not a taken metrics port
+                claim = held.enter_context(IdentityClaim(settings.flow, role, settings.identity))
+                log.info(
+                    "instance identity",
+                    identity=settings.identity,
+                    host_claim=claim.skipped or "held",
+                )
+            # Resident memory, CPU seconds, open files: what a pod's requests and limits are
+            # set by.
+            ProcessCollector(registry=registry)
+            server = serve_http(
+                settings.metrics_port, registry=registry, health=health, host=settings.metrics_host
+            )
+            if server is not None:
+                held.enter_context(server)
+            shutdown = held.enter_context(GracefulShutdown())
             work(settings, health, shutdown, Heartbeat(health, LOOP_SILENCE_S))
     except ConfigError as exc:
         # A combination only this role needs (checked by its work before it starts).
         print(f"exactly {role}: configuration error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     except KafkaException as exc:
-        error = to_client_error(kafka_error_of(exc))
-        log.error(f"{role} stopped by a fatal error", error=str(error))
+        _log_fatal(log, role, settings, to_client_error(kafka_error_of(exc)))
         return EXIT_FATAL
     except ExactlyError as exc:
-        log.error(f"{role} stopped by a fatal error", error=str(exc))
+        _log_fatal(log, role, settings, exc)
         return EXIT_FATAL
-    finally:
-        if server is not None:
-            server.close()
     log.info(f"{role} stopped cleanly")
     return 0
+
+
+def _log_fatal(log: EventLogger, role: str, settings: Settings, error: ExactlyError) -> None:
+    if isinstance(error, FencedError):
+        # A live twin on another host (runtime/identity.py): say which identity and the cure,
+        # since a restart of this one would only fence the other in turn.
+        log.error(
+            f"{role} fenced: another live instance has joined with this instance's identity",
+            identity=settings.identity,
+            hint="give each instance its own REPLICATION_INSTANCE_ID",
+            error=str(error),
+        )
+        return
+    log.error(f"{role} stopped by a fatal error", error=str(error))
 
 
 def freeze_startup_garbage() -> None:
@@ -90,8 +116,6 @@ def freeze_startup_garbage() -> None:
 
 
 def static_membership(settings: Settings, role: str) -> dict[str, str]:
-    """group.instance.id when REPLICATION_INSTANCE_ID is set: a restarted instance takes its
-    partitions back at once instead of waiting for the group's session timeout."""
-    if settings.instance_id is None:
-        return {}
-    return {"group.instance.id": settings.names.group_instance_id(role, settings.instance_id)}
+    """group.instance.id, always: a restarted instance takes its partitions back at once
+    instead of waiting for the group's session timeout (runtime/identity.py)."""
+    return {"group.instance.id": settings.names.group_instance_id(role, settings.identity)}

@@ -31,6 +31,7 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from runtime.errors import ConfigError
+from runtime.identity import host_identity
 from runtime.names import FlowNames
 from runtime.properties import (
     MASK,
@@ -142,9 +143,10 @@ class Settings(BaseSettings):
     instance_id: Annotated[str, AfterValidator(check_flow_name)] | None = Field(
         None,
         alias="REPLICATION_INSTANCE_ID",
-        description="A stable name for this instance (e.g. the pod name of a StatefulSet): "
-        "static group membership, so a restarted instance takes its partitions back at once "
-        "instead of after the group's session timeout. Unique per instance of a flow.",
+        description="A stable name for this instance, unique per instance of a flow (default: "
+        "the host name, which is a StatefulSet pod's name): static group membership, so a "
+        "restarted instance takes its partitions back at once instead of after the group's "
+        "session timeout; and stage 2's transactional.id.",
     )
     staging_topic: TopicName | None = Field(
         None,
@@ -341,6 +343,11 @@ class Settings(BaseSettings):
         destination = self.topic_template.replace(TOPIC_PLACEHOLDER, source_topic)
         # A long source name can make the templated one too long: say so, never truncate.
         return check_topic_name(destination)
+
+    @property
+    def identity(self) -> str:
+        """This instance's stable name to Kafka (runtime/identity.py)."""
+        return self.instance_id or host_identity()
 
     @property
     def names(self) -> FlowNames:

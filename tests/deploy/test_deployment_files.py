@@ -60,7 +60,7 @@ def test_every_kubernetes_manifest_passes_strict_validation():
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-def test_the_deduplicator_keeps_its_identity_and_state_and_drains_before_it_is_killed():
+def test_the_stages_keep_their_identity_and_state_and_drain_before_they_are_killed():
     kinds = {(r["kind"], r["metadata"]["name"]): r for _p, r in kubernetes_resources()}
     statefulset = kinds[("StatefulSet", "exactly-deduplicator")]
     pod = statefulset["spec"]["template"]["spec"]
@@ -74,6 +74,11 @@ def test_the_deduplicator_keeps_its_identity_and_state_and_drains_before_it_is_k
     assert state_dir.startswith(mount["mountPath"] + "/")
     # Longer than the 60 s a drain may take (exactly.supervise.DRAIN_S, a role's own drain).
     assert pod["terminationGracePeriodSeconds"] > 60
+    # Stage 1's pods keep their names too: a pod's name is its default identity (its static
+    # group membership), so a rollout's new pod takes its partitions back at once.
+    replicator = kinds[("StatefulSet", "exactly-replicator")]
+    assert "REPLICATION_INSTANCE_ID" not in kubernetes_environment("replicator")
+    assert replicator["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] > 60
     offsetsync = kinds[("Deployment", "exactly-offsetsync")]
     assert offsetsync["spec"]["replicas"] == 1
     assert offsetsync["spec"]["strategy"]["type"] == "Recreate"
@@ -118,8 +123,8 @@ def test_every_kustomization_renders_to_strictly_valid_manifests(tmp_path):
         mounts = {m["mountPath"] for m in container["volumeMounts"]}
         assert "/etc/kafka-exactly/credentials" in mounts, workload["metadata"]["name"]
         assert container["image"].startswith("registry.example.com/kafka-exactly:")
-    (statefulset,) = [w for w in workloads if w["kind"] == "StatefulSet"]
-    (container,) = statefulset["spec"]["template"]["spec"]["containers"]
+    (deduplicator,) = [w for w in workloads if w["metadata"]["name"] == "exactly-deduplicator"]
+    (container,) = deduplicator["spec"]["template"]["spec"]["containers"]
     assert "/var/lib/exactly" in {m["mountPath"] for m in container["volumeMounts"]}
 
 

@@ -10,7 +10,7 @@ import shutil
 import time
 
 import pytest
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from envelope import HEADER_PROVENANCE, decode_provenance
 from runtime import ErrorClass, classify, kafka_error_of
@@ -81,7 +81,6 @@ def _flow_env(source_cluster, target_cluster, tmp_path, flow: str, include: str,
         "REPLICATION_FLOW": flow,
         "METRICS_PORT": "0",
         "STATE_DIR": str(tmp_path / "state"),
-        "REPLICATION_INSTANCE_ID": "one",
         **extra,
     }
 
@@ -212,6 +211,77 @@ def test_exactly_once_through_thirty_sigkills_of_each_stage(
     _crash_run(source_cluster, target_cluster, unique_topic, roles, tmp_path, kills=30)
 
 
+def _destination_ends(bootstrap: str, topic: str, partitions: int) -> list[int]:
+    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": "watermarks"})
+    try:
+        return [
+            reader.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in range(partitions)
+        ]
+    finally:
+        reader.close()
+
+
+def _first_committed_after(bootstrap: str, topic: str, offsets: list[int], timeout_s: float):
+    """Seconds until a read_committed consumer sees a record beyond ``offsets`` (not a
+    transaction marker: an aborted transaction's marker moves the end offsets, too)."""
+    started = time.monotonic()
+    reader = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "first-committed",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        reader.assign([TopicPartition(topic, p, o) for p, o in enumerate(offsets)])
+        while time.monotonic() - started < timeout_s:
+            message = reader.poll(0.2)
+            if message is not None and message.error() is None:
+                return time.monotonic() - started
+        return None
+    finally:
+        reader.close()
+
+
+def test_with_the_defaults_both_stages_sigkilled_at_once_flow_again_within_seconds(
+    source_cluster, target_cluster, unique_topic, roles, tmp_path
+):
+    """No REPLICATION_INSTANCE_ID and the group's default 45 s session timeout: each restarted
+    stage rejoins as the member it was (static membership by the host name) and takes its
+    partitions back at once, instead of waiting for the dead member's session to end."""
+    topic = unique_topic("restart")
+    env = _traffic_flow(source_cluster, target_cluster, tmp_path, unique_topic, {topic: 4})
+    assert not any("INSTANCE_ID" in name or "SESSION_TIMEOUT" in name for name in env)
+    with ContinuousProducer(
+        source_cluster.bootstrap_servers,
+        {topic: 4},
+        records_per_second=300,
+        transactional_id=unique_topic("restart-txn"),
+    ) as producer:
+        stages = [roles.start("replicator", env), roles.start("deduplicator", env)]
+        stages[1].wait_for_log(r'staging partitions assigned" partitions=\d', timeout_s=60)
+        while sum(_destination_ends(target_cluster.bootstrap_servers, topic, 4)) == 0:
+            time.sleep(0.2)
+        for stage in stages:
+            stage.kill()
+        before = _destination_ends(target_cluster.bootstrap_servers, topic, 4)
+        for stage in stages:
+            stage.start()
+        # Well inside the 45 s a dead dynamic member holds its partitions for.
+        flowing = _first_committed_after(target_cluster.bootstrap_servers, topic, before, 40)
+        assert flowing is not None, stages[1].log_tail()
+        assert flowing < 15, stages[1].log_tail()
+        time.sleep(1)
+        produced = producer.stop()
+    assert produced > 300
+    source = read_source(source_cluster.bootstrap_servers, [topic])
+    assert_exactly_once(source_cluster, source, _await_destination(target_cluster, source))
+    for stage in stages:
+        assert stage.terminate(30) == 0
+
+
 def test_exactly_once_through_a_target_broker_crash(
     source_cluster, target_cluster, unique_topic, roles, tmp_path
 ):
@@ -332,7 +402,6 @@ def test_a_garbage_staging_record_is_dead_lettered_and_the_rest_flows_on(
         "REPLICATION_FLOW": flow,
         "METRICS_PORT": "0",
         "STATE_DIR": str(tmp_path / "state"),
-        "REPLICATION_INSTANCE_ID": "one",
     }
     producer = Producer({"bootstrap.servers": source_cluster.bootstrap_servers})
     for i in range(100):

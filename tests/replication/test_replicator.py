@@ -115,8 +115,6 @@ def test_sigkilled_twenty_times_while_a_producer_writes_loses_nothing_and_has_no
         target_cluster,
         flow,
         include,
-        # Static membership: each restart takes the partitions back at once.
-        REPLICATION_INSTANCE_ID="only",
         REPLICATION_ENVELOPE_MAX_RECORDS="50",
     )
     rng = random.Random(20261122)
@@ -200,9 +198,9 @@ def test_two_instances_share_partitions_and_a_killed_ones_move_to_the_other(
         REPLICATION_ENVELOPE_MAX_RECORDS="50",
     )
     with ContinuousProducer(source_cluster.bootstrap_servers, {topic: 8}) as producer:
-        first = roles.start("replicator", env, name="first")
+        first = roles.start("replicator", {**env, "REPLICATION_INSTANCE_ID": "a"}, name="first")
         first.wait_for_log("partitions assigned", timeout_s=60)
-        second = roles.start("replicator", env, name="second")
+        second = roles.start("replicator", {**env, "REPLICATION_INSTANCE_ID": "b"}, name="second")
         second.wait_for_log("partitions assigned", timeout_s=60)
         time.sleep(3)
         first.kill()
@@ -212,6 +210,37 @@ def test_two_instances_share_partitions_and_a_killed_ones_move_to_the_other(
 
     _verify(source_cluster, target_cluster, flow, (topic,))
     assert second.terminate(30) == 0
+
+
+@pytest.mark.parametrize("role", ["replicator", "deduplicator"])
+def test_a_second_live_instance_with_the_same_identity_stops_at_start_up_and_the_first_goes_on(
+    source_cluster, target_cluster, unique_topic, roles, tmp_path, role
+):
+    """Two instances on one host without REPLICATION_INSTANCE_ID share the host name as their
+    identity: the second must not fence the first (a fencing loop under any restart policy)."""
+    topic = unique_topic("twins")
+    create_topic(source_cluster.bootstrap_servers, topic, 2)
+    env = {
+        **_env(source_cluster, target_cluster, _flow(unique_topic), re.escape(topic)),
+        "STATE_DIR": str(tmp_path / "first"),
+    }
+    if role == "deduplicator":
+        roles.start("replicator", env)  # creates the staging topic the deduplicator waits for
+    first = roles.start(role, env, name="first")
+    first.wait_for_log("partitions assigned", timeout_s=60)
+    twin = roles.start(role, {**env, "STATE_DIR": str(tmp_path / "twin")}, name="twin")
+    assert twin.wait(60) == 2
+    said = twin.log_text()
+    assert f"exactly {role}: configuration error: REPLICATION_INSTANCE_ID=" in said
+    assert f"with this instance id is running on this host (pid {first.pid})" in said
+    assert "give each instance its own" in said
+    assert first.is_running()
+    assert first.terminate(30) == 0
+    assert "fenced" not in first.log_text()
+    # The claim ends with its holder: the same identity starts again at once.
+    again = roles.start(role, env, name="again")
+    again.wait_for_log("partitions assigned", timeout_s=60)
+    assert again.terminate(30) == 0
 
 
 def test_new_topic_and_partition_increase_are_followed(
