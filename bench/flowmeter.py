@@ -30,6 +30,8 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from bench.payloads import Payloads
+
 # In a child: the kernel SIGKILLs it when the bench dies, even by SIGKILL.
 from envelope import HEADER_PROVENANCE, encode_provenance
 from localkafka import die_with_parent
@@ -263,7 +265,7 @@ def _paced_produce(
     producer = Producer(
         {"bootstrap.servers": bootstrap, "linger.ms": 1, "acks": "all", "enable.idempotence": True}
     )
-    value = os.urandom(size // 2).hex().encode()[:size]
+    payloads = Payloads(size)  # a different value for every record (bench/payloads.py)
     started = time.monotonic()
     count = 0
     while not stop.is_set():
@@ -272,7 +274,7 @@ def _paced_produce(
             try:
                 producer.produce(
                     topic,
-                    value=value,
+                    value=payloads.value(count),
                     key=b"p%d" % count,
                     partition=count % partitions,
                     timestamp=int(time.time() * 1000),

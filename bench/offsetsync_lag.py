@@ -67,6 +67,7 @@ from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench.flowmeter import copy_as_stage_2
+from bench.payloads import Payloads
 from localkafka import LocalCluster, RoleProcess, free_port, start_all
 from localkafka.scrape import sample, scrape
 from offsetsync.checkpoints import Checkpoint
@@ -76,7 +77,6 @@ from runtime.topics import ensure_topic
 
 ROOT = Path(__file__).resolve().parents[1]
 VALUE_BYTES = 64
-VALUE_POOL = 1024
 ENDS_EVERY_S = 0.5  # how fresh the groups' idea of each partition's end is
 COPY_LAG_EVERY_S = 1.0
 COMMIT_TIMEOUT_S = 30.0
@@ -265,7 +265,7 @@ def _traffic(
         )
         copier = Producer({"bootstrap.servers": target, "enable.idempotence": True, "linger.ms": 5})
         consumer.assign([TopicPartition(source_topic, p, 0) for p in range(partitions)])
-        values = [os.urandom(VALUE_BYTES // 2).hex().encode() for _ in range(VALUE_POOL)]
+        payloads = Payloads(VALUE_BYTES)  # a different value for every record
         produced = copied = 0
         started = time.monotonic()
         while not stop.is_set() and os.getppid() == parent:
@@ -274,7 +274,7 @@ def _traffic(
                 produce_when_room(
                     producer,
                     source_topic,
-                    value=values[produced % VALUE_POOL],
+                    value=payloads.value(produced),
                     key=b"k%d" % produced,
                     partition=produced % partitions,
                 )

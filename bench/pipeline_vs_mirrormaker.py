@@ -18,15 +18,18 @@ of every partition visible to a read_committed consumer of the destination (benc
 start-up (a JVM, group joins) is reported apart. Then, at half the pipeline's 100 B rate:
   latency:   production time (CreateTime) to visibility on the destination, p50/p99, for the
              pipeline and MirrorMaker 2 exactly-once;
-  recovery:  SIGKILL of the replicator, then of the deduplicator, each restarted at once, while
-             production goes on: the time until the destination runs at >= 90 % of the produce
-             rate again, and until it has caught up (--mm2-recovery: the same for MM2 EOS).
+  recovery:  SIGKILL of the replicator, then of the deduplicator, then of both, each restarted
+             at once with the default configuration, while production goes on: the time
+             until the destination runs at >= 90 % of the produce rate again, and until it
+             has caught up (--mm2-recovery: the same for MM2 EOS).
+Every value is different and about as compressible as real data (bench/payloads.py).
 Prints what it measured: ratios within one run on a noisy 2-core machine, never pass/fail.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import re
 import signal
@@ -60,7 +63,9 @@ from bench.flowmeter import (
     source_tail,
 )
 from bench.mirrormaker import MirrorMaker2, ensure_mirrormaker
+from bench.payloads import compression_ratio
 from bench.replicator_throughput import (
+    HEADERS,
     PARTITIONS,
     _baseline,
     _create,
@@ -80,7 +85,10 @@ MM2_RECOVERY_TIMEOUT_S = 240.0
 # The Java producer's batch.size set to librdkafka's default (what our producers keep), so
 # MirrorMaker batches up to the same size as we do within the same linger.
 JAVA_BATCH_SIZE = 1_000_000
-CANDIDATES = ("plain loop", "pipeline", "MM2 at-least-once", "MM2 exactly-once")
+
+
+# A candidate's copy of the source topic: (destination topic, its timing).
+CopyRun = Callable[[str, SourceTail], tuple[str, RunTiming]]
 
 
 @dataclass
@@ -109,6 +117,12 @@ def main() -> None:
     )
     parser.add_argument("--mm2-recovery", action="store_true", help="also SIGKILL MM2 EOS")
     parser.add_argument(
+        "--staging-compression",
+        default="lz4",
+        help="comma-separated REPLICATION_STAGING_COMPRESSION values: the pipeline runs once "
+        "with each (the first is 'pipeline' in the ratios; default: lz4, the default)",
+    )
+    parser.add_argument(
         "--verify", action="store_true", help="after each copy, count every destination record"
     )
     args = parser.parse_args()
@@ -127,6 +141,7 @@ def main() -> None:
         start_all(clusters, tie_to_parent=True)
         try:
             bench = Bench(clusters, base, libs, verify=args.verify)
+            bench.staging_compressions = args.staging_compression.split(",")
             rate = args.rate
             if "throughput" in phases:
                 rows = []
@@ -163,12 +178,14 @@ def _interrupt(signum: int, frame: object) -> None:
 class Bench:
     def __init__(self, clusters: list[LocalCluster], base: Path, libs: Path, *, verify: bool):
         self.source, self.target = (c.bootstrap_servers for c in clusters)
+        self.data_dirs = [c.broker.data_dir for c in clusters]
         self.broker_pids = [c.broker.pid for c in clusters]
         self.base = base
         self.libs = libs
         self.verify = verify
         # Extra settings of both roles (bench/commit_limits.py varies the commit limits).
         self.pipeline_env: dict[str, str] = {}
+        self.staging_compressions = ["lz4"]
 
     # -- throughput ---------------------------------------------------------------------------
 
@@ -179,15 +196,30 @@ class Bench:
         filling = time.monotonic()
         _fill(self.source, topic, size, count)
         print(f"   filled in {time.monotonic() - filling:.1f} s", flush=True)
+        raw_mb = count * (size + len(HEADERS[0][0]) + len(HEADERS[0][1]) + 8) / 1e6
+        print(
+            f"   data: bench/payloads.py's JSON mix, every value different; zlib-1 compresses a "
+            f"batch of it {compression_ratio(size):.1f}x; the source topic (filled with lz4) "
+            f"holds {_disk_mb(self.data_dirs[0], topic):.0f} MB on disk for {raw_mb:.0f} MB of "
+            "keys, values and headers",
+            flush=True,
+        )
         tail = source_tail(self.source, topic, PARTITIONS)
         timings: dict[str, RunTiming] = {}
         extra: dict[str, int] = {}
-        for name, run in (
-            ("plain loop", self._plain),
-            ("pipeline", self._pipeline),
+        runs: list[tuple[str, CopyRun]] = [("plain loop", self._plain)]
+        runs += [
+            (
+                "pipeline" if n == 0 else f"pipeline, staging {compression}",
+                functools.partial(self._pipeline, staging_compression=compression),
+            )
+            for n, compression in enumerate(self.staging_compressions)
+        ]
+        runs += [
             ("MM2 at-least-once", lambda t, s: self._mm2(t, s, exactly_once=False)),
             ("MM2 exactly-once", lambda t, s: self._mm2(t, s, exactly_once=True)),
-        ):
+        ]
+        for name, run in runs:
             print(f"   {name} ...", end=" ", flush=True)
             destination, timing = run(topic, tail)
             written = EndOffsets(self.target, [(destination, PARTITIONS)], committed=False)
@@ -216,11 +248,14 @@ class Bench:
             child.kill()
         return destination, timing
 
-    def _pipeline(self, topic: str, tail: SourceTail) -> tuple[str, RunTiming]:
-        flow = f"bench-{topic}"
-        destination = f"pipeline.{topic}"
+    def _pipeline(
+        self, topic: str, tail: SourceTail, *, staging_compression: str = "lz4"
+    ) -> tuple[str, RunTiming]:
+        flow = f"bench-{topic}-{staging_compression}"
+        destination = f"pipeline-{staging_compression}.{topic}"
         launched = time.monotonic()
-        with self._roles(flow, topic) as (replicator, deduplicator):
+        env = {"REPLICATION_STAGING_COMPRESSION": staging_compression}
+        with self._roles(flow, topic, env) as (replicator, deduplicator):
             timing = self._await(
                 destination,
                 tail,
@@ -240,6 +275,11 @@ class Bench:
         )
         stage1, stage2 = (cpu / tail.total * 1e6 for cpu in timing.cpu_each)
         timing.notes.append(f"cpu s/M: replicator {stage1:.2f}, deduplicator {stage2:.2f}")
+        staging_mb = _disk_mb(self.data_dirs[1], FlowNames(flow).staging)
+        timing.notes.append(
+            f"on disk: staging {staging_mb:.0f} MB, destination "
+            f"{_disk_mb(self.data_dirs[1], destination):.0f} MB"
+        )
         return destination, timing
 
     def _mm2(self, topic: str, tail: SourceTail, *, exactly_once: bool) -> tuple[str, RunTiming]:
@@ -349,14 +389,16 @@ class Bench:
             sampler = Sampler(self.source, topic, self.target, destination, PARTITIONS)
             with PacedProducer(self.source, topic, PARTITIONS, rate, 100):
                 sampler.run_for(RECOVERY_WARMUP_S, check_alive)
-                for victim in (replicator, deduplicator):
+                # The default configuration: each stage's identity is its host name.
+                for victims in ([replicator], [deduplicator], [replicator, deduplicator]):
+                    name = " and ".join(v.name for v in victims)
                     killed_at = time.monotonic()
-                    victim.kill()
-                    victim.start()
-                    sampler.run_until_recovered(
-                        killed_at, victim.name, check_alive, RECOVERY_TIMEOUT_S
-                    )
-                    results.append(analyse_recovery(sampler.samples, killed_at, victim.name))
+                    for victim in victims:
+                        victim.kill()
+                    for victim in victims:
+                        victim.start()
+                    sampler.run_until_recovered(killed_at, name, check_alive, RECOVERY_TIMEOUT_S)
+                    results.append(analyse_recovery(sampler.samples, killed_at, name))
         return results
 
     def recovery_mm2(self, rate: float) -> list[Recovery]:
@@ -382,19 +424,24 @@ class Bench:
     # -- processes ----------------------------------------------------------------------------
 
     @contextmanager
-    def _roles(self, flow: str, topic: str) -> Iterator[tuple[RoleProcess, RoleProcess]]:
+    def _roles(
+        self, flow: str, topic: str, extra: dict[str, str] | None = None
+    ) -> Iterator[tuple[RoleProcess, RoleProcess]]:
         env = {
             "KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS": self.source,
             "KAFKA_CLUSTERS_DESTINATION_BOOTSTRAP_SERVERS": self.target,
             "REPLICATION_TOPICS_INCLUDE": re.escape(topic),
-            "REPLICATION_DESTINATION_TOPIC": "pipeline.{topic}",
+            "REPLICATION_DESTINATION_TOPIC": (
+                f"pipeline-{extra['REPLICATION_STAGING_COMPRESSION']}.{{topic}}"
+                if extra
+                else "pipeline.{topic}"
+            ),
             "REPLICATION_FLOW": flow,
             "REPLICATION_STAGING_PARTITIONS": str(PARTITIONS),
-            # Static membership: a restarted role takes its partitions back at once.
-            "REPLICATION_INSTANCE_ID": "bench",
             "STATE_DIR": str(self.base / "state" / flow),
             "METRICS_PORT": "0",
             **self.pipeline_env,
+            **(extra or {}),
         }
         logs = self.base / "roles" / flow
         with ExitStack() as stack:
@@ -435,6 +482,11 @@ class Bench:
                 yield mm2.destination_topic, lambda: _check_mm2(mm2)
 
 
+def _disk_mb(data_dir: Path, topic: str) -> float:
+    """What a topic's log segments hold on a broker's disk (compressed batches as written)."""
+    return sum(f.stat().st_size for f in data_dir.glob(f"{topic}-*/*.log")) / 1e6
+
+
 def _check_roles(*roles: RoleProcess) -> None:
     for role in roles:
         if not role.is_running():
@@ -458,20 +510,19 @@ def report_throughput(row: Row) -> None:
         "first record appended on the target to the last visible (read_committed):"
     )
     print(
-        f"  {'candidate':<18} {'records/s':>10} {'MB/s':>6} {'seconds':>7} {'start-up':>8} "
+        f"  {'candidate':<24} {'records/s':>10} {'MB/s':>6} {'seconds':>7} {'start-up':>8} "
         f"{'cpu s/M':>7} {'brokers':>7} {'x plain':>7} {'x MM2 EOS':>9} {'extra offsets':>13}"
     )
-    for name in CANDIDATES:
-        timing = row.timings[name]
+    for name, timing in row.timings.items():
         print(
-            f"  {name:<18} {row.count / timing.seconds:>10,.0f} "
+            f"  {name:<24} {row.count / timing.seconds:>10,.0f} "
             f"{megabytes / timing.seconds:>6.1f} {timing.seconds:>7.1f} {timing.startup:>8.1f} "
             f"{timing.cpu_role / row.count * 1e6:>7.2f} "
             f"{timing.cpu_brokers / row.count * 1e6:>7.2f} "
             f"{plain / timing.seconds:>7.2f} {eos / timing.seconds:>9.2f} "
             f"{row.extra_offsets[name]:>13,}"
         )
-    short = [n for n in CANDIDATES if row.timings[n].seconds < 10]
+    short = [n for n, timing in row.timings.items() if timing.seconds < 10]
     if short:
         print(f"  (shorter than 10 s: {', '.join(short)}; raise the record count)")
 
@@ -484,7 +535,12 @@ def report_summary(rows: list[Row]) -> None:
         "x plain, x MM2 EOS: throughput ratio (higher is faster); extra offsets: destination "
         "offsets beyond the records (transaction markers, or duplicates where there are none)."
     )
-    print("\npipeline, the targets of issue 5 (>= 1.2x MM2 exactly-once, >= 0.7x the plain loop):")
+    print(
+        "\ncompression: the plain loop's and MirrorMaker 2's producers lz4 (the same settings); "
+        "the pipeline's staging as REPLICATION_STAGING_COMPRESSION says (default lz4), its "
+        "destination none (stage 2's producer, librdkafka's default)"
+    )
+    print("\npipeline, the targets of issue 16 (>= 1.5x MM2 exactly-once, >= 0.7x the plain loop):")
     for row in rows:
         pipeline = row.timings["pipeline"].seconds
         print(

@@ -12,7 +12,6 @@ record and the ratio, from one process, so that the two share the machine's stat
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import time
 from collections.abc import Iterator
@@ -22,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from confluent_kafka import Message, Producer
 
+from bench.payloads import Payloads
 from envelope import RecordRow, encode_rows
 from replicator.batching import cut_runs, row_of
 
@@ -43,14 +43,14 @@ def main() -> None:
 
 
 def _messages(size: int) -> list[Message]:
-    value = os.urandom(size)
+    payloads = Payloads(size)
     return [
         Message(
             topic="t",
             partition=0,
             offset=i,
             key=b"k%d" % i,
-            value=value,
+            value=payloads.value(i),
             headers=[("trace", b"0123456789abcdef")],
             timestamp=(1, 1_700_000_000_000 + i),
         )

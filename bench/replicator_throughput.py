@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from bench.payloads import Payloads
 from localkafka import LocalCluster, RoleProcess, start_all
 
 PARTITIONS = 12
@@ -72,10 +73,15 @@ def _fill(bootstrap: str, topic: str, size: int, count: int) -> None:
     producer = Producer(
         {"bootstrap.servers": bootstrap, "linger.ms": 20, "compression.type": "lz4", "acks": "1"}
     )
-    value = os.urandom(size // 2).hex().encode()[:size]
+    payloads = Payloads(size)  # a different value for every record (bench/payloads.py)
     for i in range(count):
         produce_when_room(
-            producer, topic, value=value, key=b"k%d" % i, partition=i % PARTITIONS, headers=HEADERS
+            producer,
+            topic,
+            value=payloads.value(i),
+            key=b"k%d" % i,
+            partition=i % PARTITIONS,
+            headers=HEADERS,
         )
     producer.flush(120)
 

@@ -3,7 +3,7 @@
 Starts two local Kafka clusters (localkafka), a --partitions source topic, and `exactly run`
 (the replicator, the deduplicator and offset sync as its children, each serving its own
 /metrics); produces --rate records/s of --value-bytes for --seconds, every value different
-(base64 of random bytes: about as compressible as real payloads, unlike one repeated value);
+(bench/payloads.py's JSON mix: about as compressible as real payloads);
 samples every role's process_resident_memory_bytes every 2 s. Prints, per process, the peak and
 the median of the second half (steady state), and the records/s stage 2 wrote meanwhile.
 
@@ -13,8 +13,6 @@ the median of the second half (steady state), and the records/s stage 2 wrote me
 from __future__ import annotations
 
 import argparse
-import base64
-import os
 import signal
 import statistics
 import subprocess
@@ -27,10 +25,13 @@ import urllib.request
 import uuid
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
+from bench.payloads import Payloads
 from localkafka import LocalCluster, free_port_block, start_all
 from runtime import produce_when_room
 from runtime.settings import role_environment
@@ -53,13 +54,12 @@ def _metrics(port: int) -> dict[str, float]:
 
 def _produce(bootstrap: str, topic: str, rate: float, value_bytes: int, stop: threading.Event):
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
-    raw = value_bytes * 3 // 4
+    payloads = Payloads(value_bytes)  # a different value for every record
     sent, started, n = 0, time.monotonic(), 0
     while not stop.is_set():
         due = int((time.monotonic() - started) * rate)
         while sent < due:
-            value = base64.b64encode(os.urandom(raw))
-            produce_when_room(producer, topic, key=b"k%d" % n, value=value)
+            produce_when_room(producer, topic, key=b"k%d" % n, value=payloads.value(n))
             sent += 1
             n += 1
         producer.poll(0)
@@ -131,8 +131,8 @@ def main() -> int:
                 cluster.stop()
 
     print(
-        f"load: {args.rate:.0f} records/s of {args.value_bytes} B (base64 of random bytes, "
-        f"every value different) into {args.partitions} partitions for {args.seconds:.0f} s"
+        f"load: {args.rate:.0f} records/s of {args.value_bytes} B (JSON events, every value "
+        f"different) into {args.partitions} partitions for {args.seconds:.0f} s"
     )
     half = len(written) // 2
     if len(written) > half + 1:

@@ -37,6 +37,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.flowmeter import copy_as_stage_2
+from bench.payloads import Payloads
 from localkafka import LocalCluster, start_all
 from runtime.settings import role_environment
 from runtime.topics import ensure_topic
@@ -48,7 +49,6 @@ SAMPLE_EVERY_S = 0.2
 PYTHON_DRIVER, JVM = "python driver", "jvm"
 # Distinct random values, more of them than lz4's 64 KiB window holds: batches of one repeated
 # value would compress to almost nothing and spare the brokers' disks an unrealistic amount.
-VALUE_POOL = 4099
 _KIB = 1024
 
 
@@ -119,10 +119,10 @@ def _fill(bootstrap: str, topic: str, partitions: int, size: int, count: int) ->
     producer = Producer(
         {"bootstrap.servers": bootstrap, "linger.ms": 30, "compression.type": "lz4", "acks": "1"}
     )
-    values = [os.urandom(size // 2 + 1).hex().encode()[:size] for _ in range(VALUE_POOL)]
+    payloads = Payloads(size)  # a different value for every record (bench/payloads.py)
     for i in range(count):
         produce_when_room(
-            producer, topic, value=values[i % VALUE_POOL], key=b"k%d" % i, partition=i % partitions
+            producer, topic, value=payloads.value(i), key=b"k%d" % i, partition=i % partitions
         )
     if producer.flush(300):
         raise RuntimeError("fill: records left undelivered")

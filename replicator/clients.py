@@ -51,7 +51,7 @@ def producer_config(
         "message.timeout.ms": 0,
         "max.in.flight.requests.per.connection": 5,
         "linger.ms": 5,
-        "compression.type": "lz4",
+        "compression.type": settings.staging_compression,
         "message.max.bytes": staging.max_message_bytes,
         "error_cb": on_error,
         "logger": _LIBRDKAFKA_LOG,

@@ -168,6 +168,13 @@ class Settings(BaseSettings):
         description="retention.ms of the staging topic when created: longer than the worst "
         "stage-2 outage.",
     )
+    staging_compression: Literal["none", "lz4", "zstd", "snappy", "gzip"] = Field(
+        "lz4",
+        alias="REPLICATION_STAGING_COMPRESSION",
+        description="compression.type of stage 1's envelopes (each a batch of records of one "
+        "source partition). The destination's comes from "
+        "KAFKA_CLUSTERS_DESTINATION_PROPERTIES_COMPRESSION_TYPE (default none).",
+    )
     envelope_max_records: int = Field(
         500,
         ge=1,

@@ -434,6 +434,7 @@ def test_render_config_lists_every_variable_with_defaults_marked():
         "REPLICATION_ON_DATA_LOSS=stop  # default\n"
         "REPLICATION_ON_TOPIC_RECREATED=stop  # default\n"
         "REPLICATION_PROVENANCE_HEADER=True  # default\n"
+        "REPLICATION_STAGING_COMPRESSION=lz4  # default\n"
         "REPLICATION_STAGING_PARTITIONS=12  # default\n"
         "REPLICATION_STAGING_RETENTION_MS=604800000  # default\n"
         "REPLICATION_STAGING_TOPIC=  # default\n"
