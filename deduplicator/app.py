@@ -13,7 +13,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from deduplicator.errors import DeduplicatorError
 from deduplicator.loop import Deduplicator
 from deduplicator.metrics import DeduplicatorMetrics
-from runtime import GracefulShutdown, Health, Settings, get_logger
+from runtime import GracefulShutdown, Health, Settings, admin_client, get_logger
 from runtime.liveness import Heartbeat
 from runtime.role import freeze_startup_garbage, run_role
 from runtime.topics import ensure_topic
@@ -34,7 +34,7 @@ def run() -> int:
     def work(
         settings: Settings, health: Health, shutdown: GracefulShutdown, heartbeat: Heartbeat
     ) -> None:
-        admin = AdminClient(settings.destination.client_config())
+        admin = admin_client(settings.destination)
         partitions = _await_staging(admin, settings.names.staging, shutdown)
         if partitions is None:
             return
@@ -88,5 +88,5 @@ def _await_staging(admin: AdminClient, staging: str, shutdown: GracefulShutdown)
             raise DeduplicatorError(
                 f"staging topic {staging} did not appear in {_STAGING_WAIT_S} s"
             )
-        shutdown.wait(1.0)
+        shutdown.wait(0.2)  # stage 1 creates it as it starts: records flow within a poll of it
     return None

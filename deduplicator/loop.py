@@ -5,7 +5,6 @@ the changelog of the new state in ONE Kafka transaction (`_commit`, step by step
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable
 from contextlib import closing
@@ -18,15 +17,23 @@ from deduplicator.metrics import DeduplicatorMetrics
 from deduplicator.restore import changelog_reader, changelog_tail
 from deduplicator.rule import PartitionState, encode_state, judge, state_key
 from deduplicator.state import StateStore
-from envelope import EnvelopeError, decode, encode_provenance
-from envelope.model import TIMESTAMP_NOT_AVAILABLE
-from envelope.provenance import HEADER_PROVENANCE
+from envelope import (
+    HEADER_PROVENANCE,
+    TIMESTAMP_NOT_AVAILABLE,
+    EnvelopeError,
+    EnvelopeRows,
+    RecordRow,
+    decode_rows,
+    provenance_prefix,
+)
 from runtime import (
+    LIBRDKAFKA_LOG,
     ErrorClass,
     Settings,
     abort_or_replace,
     call_retrying,
     classify,
+    consume_ready,
     get_logger,
     kafka_error_of,
     produce_when_room,
@@ -35,7 +42,6 @@ from runtime.deadline import hard_deadline
 from runtime.role import static_membership
 
 log = get_logger(__name__)
-_LIBRDKAFKA_LOG = logging.getLogger("librdkafka")
 
 CONSUME_BATCH = 2000
 CONSUME_TIMEOUT_S = 0.1
@@ -91,7 +97,7 @@ class Deduplicator:
                 "isolation.level": "read_committed",
                 # A new flow reads staging from its beginning (stage 1 wrote it for us).
                 "auto.offset.reset": "earliest",
-                "logger": _LIBRDKAFKA_LOG,
+                "logger": LIBRDKAFKA_LOG,
                 "error_cb": self._client_error,
                 **static_membership(settings, "deduplicator"),
             }
@@ -110,7 +116,7 @@ class Deduplicator:
                 # A destination record is as large as its source allowed (max.message.bytes is
                 # mirrored per topic); the broker, not this client, enforces each topic's limit.
                 "message.max.bytes": MAX_RECORD_BYTES,
-                "logger": _LIBRDKAFKA_LOG,
+                "logger": LIBRDKAFKA_LOG,
                 "error_cb": self._client_error,
             }
         )
@@ -134,14 +140,21 @@ class Deduplicator:
         try:
             while not self._should_stop():
                 self._beat()
-                for message in self.consumer.consume(CONSUME_BATCH, CONSUME_TIMEOUT_S):
+                messages = self.consumer.consume(CONSUME_BATCH, 0)
+                if not messages:
+                    if self._in_transaction:
+                        # Nothing more at hand: make what this transaction holds visible now
+                        # rather than wait out the interval (latency). Under load something is
+                        # always at hand and the limits decide; below it, what arrives during
+                        # one commit makes the next.
+                        self._commit_or_recover()
+                    messages = consume_ready(self.consumer, CONSUME_BATCH, CONSUME_TIMEOUT_S)
+                for message in messages:
                     self._process(message)
                     # Checked per envelope: a batch of envelopes can hold a million records,
                     # and the limits bound what one transaction holds, not what one batch does.
                     if self._commit_due() and not self._commit_or_recover():
                         break  # rewound: the rest of this batch is read again from the commit
-                if self._commit_due():
-                    self._commit_or_recover()
             if self._in_transaction:
                 self._commit_or_recover()
         finally:
@@ -174,7 +187,7 @@ class Deduplicator:
         value = message.value() or b""
         self._bytes += len(value)
         try:
-            envelope = decode(value)
+            envelope = decode_rows(value)
         except EnvelopeError as exc:
             self._dead_letter(message, f"not an envelope: {exc}")
             return
@@ -197,7 +210,7 @@ class Deduplicator:
                 partition=envelope.partition,
                 prev_offset=envelope.prev_offset,
                 high=state.high if state else -1,
-                first_offset=envelope.records[0].offset,
+                first_offset=envelope.rows[0][0],
             )
             return
         if verdict.stale:
@@ -205,33 +218,46 @@ class Deduplicator:
             return
         if not verdict.accepted:
             return
-        add_provenance = self.settings.provenance_header
-        for record in verdict.accepted:
-            headers = list(record.headers)
-            if add_provenance:
-                headers.append(
-                    (
-                        HEADER_PROVENANCE,
-                        encode_provenance(
-                            envelope.source_cluster_id, envelope.partition, record.offset
-                        ),
-                    )
-                )
-            produce_when_room(
-                self.producer,
-                destination,
-                value=record.value,
-                key=record.key,
-                partition=envelope.partition,
-                timestamp=record.timestamp,
-                headers=headers,
-            )
+        self._write(destination, envelope, verdict.accepted)
         self._produced += len(verdict.accepted)
         self.metrics.records_written.labels(destination).inc(len(verdict.accepted))
-        last = verdict.accepted[-1]
-        if last.timestamp_type != TIMESTAMP_NOT_AVAILABLE:
-            self._timestamps.append(last.timestamp)
+        _offset, timestamp, timestamp_type, *_ = verdict.accepted[-1]
+        if timestamp_type != TIMESTAMP_NOT_AVAILABLE:
+            self._timestamps.append(timestamp)
         self._pending[key] = (partition, verdict.state)
+
+    def _write(self, topic: str, envelope: EnvelopeRows, rows: tuple[RecordRow, ...]) -> None:
+        """Each accepted record into the open transaction, on its source partition number, with
+        its key, value, headers in order and timestamp, plus the provenance header.
+
+        The hot path of stage 2, one turn per record: the produce call and nothing it can do
+        without. No callback (the commit is the acknowledgement); positional arguments where
+        produce() takes them (keywords cost 0.2 of its 1.6 µs, measured against librdkafka's
+        local queue); the provenance prefix made once per envelope.
+        """
+        produce = self.producer.produce
+        partition = envelope.partition
+        origin = (
+            provenance_prefix(envelope.source_cluster_id, partition)
+            if self.settings.provenance_header
+            else None
+        )
+        for offset, timestamp, _type, key, value, source_headers in rows:
+            headers = list(source_headers)
+            if origin is not None:
+                headers.append((HEADER_PROVENANCE, origin + b"%d" % offset))
+            try:
+                produce(topic, value, key, partition, timestamp=timestamp, headers=headers)
+            except BufferError:  # the local queue is full: wait for room, as every producer does
+                produce_when_room(
+                    self.producer,
+                    topic,
+                    value=value,
+                    key=key,
+                    partition=partition,
+                    timestamp=timestamp,
+                    headers=headers,
+                )
 
     def _destination(self, topic: str) -> str | None:
         # Per envelope on the hot path: the include/exclude regexes run once per source topic.
@@ -277,11 +303,12 @@ class Deduplicator:
 
         1. Produce the changelog records of every state this transaction changed, into the
            transaction (invariant 5: state commits with output).
-        2. Flush: every record of the transaction is acknowledged; any failure raises and the
-           transaction aborts (no per-record callback: the commit is the acknowledgement).
-        3. Add the staging offsets with the consumer group metadata (invariant 6: a zombie, whose
+        2. Add the staging offsets with the consumer group metadata (invariant 6: a zombie, whose
            generation is stale, cannot commit). Retriable errors are retried until
-           RETRY_DEADLINE_S, then the transaction aborts.
+           RETRY_DEADLINE_S, then the transaction aborts. Sent before the flush: its two round
+           trips to the coordinator overlap the acknowledgements of the records in flight.
+        3. Flush: every record of the transaction is acknowledged; any failure raises and the
+           transaction aborts (no per-record callback: the commit is the acknowledgement).
         4. Commit the transaction: output, offsets and state become visible at once. A retriable
            error is retried; if it persists, the outcome is unknown (the coordinator may have
            committed), so the process stops and its successor restores from the changelog
@@ -311,8 +338,6 @@ class Deduplicator:
                 partition=partition,
                 on_delivery=delivered,
             )
-        if self.producer.flush(TXN_TIMEOUT_S) != 0 or failures:  # step 2
-            raise TransactionFailedError(f"transaction records not acknowledged: {failures[:3]}")
         offsets = [
             TopicPartition(self.settings.names.staging, partition, offset)
             for partition, offset in self._offsets.items()
@@ -327,7 +352,9 @@ class Deduplicator:
             with hard_deadline(HARD_DEADLINE_S, "commit_transaction"):
                 self.producer.commit_transaction(TXN_TIMEOUT_S)
 
-        self._retrying("send_offsets_to_transaction", send_offsets)  # step 3
+        self._retrying("send_offsets_to_transaction", send_offsets)  # step 2
+        if self.producer.flush(TXN_TIMEOUT_S) != 0 or failures:  # step 3
+            raise TransactionFailedError(f"transaction records not acknowledged: {failures[:3]}")
         try:  # step 4
             self._retrying("commit_transaction", commit)
         except TransactionFailedError as exc:

@@ -3,7 +3,6 @@ is the truth, RocksDB a cache of a prefix of it)."""
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Generator, Iterator
 from contextlib import contextmanager
@@ -11,9 +10,8 @@ from contextlib import contextmanager
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from deduplicator.errors import RestoreTimeoutError
-from runtime import Settings, call_retrying
+from runtime import LIBRDKAFKA_LOG, Settings, call_retrying
 
-_LIBRDKAFKA_LOG = logging.getLogger("librdkafka")
 _POLL_S = 0.05
 _BATCH = 1000
 _WATERMARK_TIMEOUT_S = 30.0
@@ -33,7 +31,7 @@ def changelog_reader(settings: Settings) -> Iterator[Consumer]:
             # A tail that is only a transaction marker returns no record: answer at once instead
             # of the broker's default 500 ms wait, per partition, inside on_assign.
             "fetch.wait.max.ms": 10,
-            "logger": _LIBRDKAFKA_LOG,
+            "logger": LIBRDKAFKA_LOG,
         }
     )
     try:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import msgpack
 
-from envelope import Envelope, SourceRecord
+from envelope import EnvelopeRows, RecordRow
 
 NOTHING_ACCEPTED = -1
 _STATE_VERSION = 1
@@ -36,34 +36,34 @@ class PartitionState:
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    accepted: tuple[SourceRecord, ...]
+    accepted: tuple[RecordRow, ...]  # wire rows: (offset, timestamp, type, key, value, headers)
     duplicates: int
     orphan: bool
     stale: bool
     state: PartitionState
 
 
-def judge(state: PartitionState | None, envelope: Envelope) -> Verdict:
+def judge(state: PartitionState | None, envelope: EnvelopeRows) -> Verdict:
     """Apply invariant 4 to one envelope; `state` is None for a source partition never seen."""
     if state is None:
         state = PartitionState(envelope.topic_id)
     elif envelope.topic_id != state.topic_id:
         if envelope.topic_id in state.retired:
-            return Verdict((), len(envelope.records), orphan=False, stale=True, state=state)
+            return Verdict((), len(envelope.rows), orphan=False, stale=True, state=state)
         retired = (state.topic_id, *state.retired)[:MAX_RETIRED_IDS]
         state = PartitionState(envelope.topic_id, NOTHING_ACCEPTED, retired)
     high = state.high
     if envelope.prev_offset is not None and envelope.prev_offset > high:
         return Verdict((), 0, orphan=True, stale=False, state=state)
-    records = envelope.records
-    if records[-1].offset <= high:
-        return Verdict((), len(records), orphan=False, stale=False, state=state)
+    rows = envelope.rows
+    if rows[-1][0] <= high:  # [0]: a row's offset
+        return Verdict((), len(rows), orphan=False, stale=False, state=state)
     # Offsets strictly increase within an envelope (the codec checks it): skip the prefix.
     first_new = 0
-    while records[first_new].offset <= high:
+    while rows[first_new][0] <= high:
         first_new += 1
-    accepted = records[first_new:]
-    new_state = PartitionState(state.topic_id, accepted[-1].offset, state.retired)
+    accepted = rows[first_new:] if first_new else rows
+    new_state = PartitionState(state.topic_id, accepted[-1][0], state.retired)
     return Verdict(accepted, first_new, orphan=False, stale=False, state=new_state)
 
 

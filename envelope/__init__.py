@@ -1,6 +1,14 @@
 """Envelope format: how stage 1 wraps a run of source records for the staging topic."""
 
-from envelope.codec import FORMAT_VERSION, RecordRow, decode, encode, encode_rows
+from envelope.codec import (
+    FORMAT_VERSION,
+    EnvelopeRows,
+    RecordRow,
+    decode,
+    decode_rows,
+    encode,
+    encode_rows,
+)
 from envelope.errors import EnvelopeError, MalformedEnvelopeError, UnsupportedVersionError
 from envelope.model import (
     TIMESTAMP_CREATE_TIME,
@@ -15,6 +23,7 @@ from envelope.provenance import (
     decode_provenance,
     encode_provenance,
     find_provenance,
+    provenance_prefix,
 )
 
 __all__ = [
@@ -25,6 +34,7 @@ __all__ = [
     "TIMESTAMP_NOT_AVAILABLE",
     "Envelope",
     "EnvelopeError",
+    "EnvelopeRows",
     "MalformedEnvelopeError",
     "Provenance",
     "RecordRow",
@@ -32,8 +42,10 @@ __all__ = [
     "UnsupportedVersionError",
     "decode",
     "decode_provenance",
+    "decode_rows",
     "encode",
     "encode_provenance",
     "encode_rows",
     "find_provenance",
+    "provenance_prefix",
 ]

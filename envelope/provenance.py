@@ -17,7 +17,13 @@ class Provenance:
 
 
 def encode_provenance(source_cluster_id: str, partition: int, offset: int) -> bytes:
-    return f"{source_cluster_id}/{partition}/{offset}".encode()
+    return provenance_prefix(source_cluster_id, partition) + b"%d" % offset
+
+
+def provenance_prefix(source_cluster_id: str, partition: int) -> bytes:
+    """What every provenance value of one source partition starts with; the offset follows it
+    (stage 2 makes the prefix once per envelope, not once per record)."""
+    return f"{source_cluster_id}/{partition}/".encode()
 
 
 def find_provenance(headers: Iterable[tuple[str, bytes | None]] | None) -> Provenance | None:

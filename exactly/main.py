@@ -21,19 +21,20 @@ def cli() -> None:
 @cli.command(context_settings={"ignore_unknown_options": True})
 def replicator() -> None:
     """Stage 1: source topics into staging envelopes (configured by the environment)."""
-    from replicator.app import run  # imported only when the role runs: `exactly kafka` stays quick
+    # Imported only when the role runs: `exactly kafka` stays quick.
+    from exactly.supervise import run_stage
+    from replicator.app import run
 
-    sys.exit(run())
+    sys.exit(run_stage("replicator", run))
 
 
 @cli.command(context_settings={"ignore_unknown_options": True})
 def deduplicator() -> None:
     """Stage 2: staging envelopes into the original records, exactly once (environment)."""
-    from deduplicator.app import (
-        run,
-    )  # imported only when the role runs: `exactly kafka` stays quick
+    from deduplicator.app import run
+    from exactly.supervise import run_stage
 
-    sys.exit(run())
+    sys.exit(run_stage("deduplicator", run))
 
 
 @cli.command(context_settings={"ignore_unknown_options": True})

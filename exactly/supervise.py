@@ -1,14 +1,21 @@
-"""`exactly run`: every role of one flow as supervised child processes of one process, the seed's
-single `docker run` (DESIGN.md §7). The separate role commands stay for scaled deployments.
+"""Supervised child processes of one process: `exactly run`, every role of one flow, the seed's
+single `docker run` (DESIGN.md §7); and `exactly replicator` / `exactly deduplicator` with
+REPLICATION_WORKERS above 1, that many processes of one stage, so that one container uses more
+than the one core a Python process can.
 
 - The roles: the replicator and the deduplicator, and offset sync when OFFSETSYNC_GROUPS_INCLUDE
   selects groups. Each is `python -m <role>` with this process's environment; their output is
   this process's (the container's log), each line naming its role (`role=`); this process's
-  own lines name the role they are about as `child=`.
-- METRICS_PORT is this process's (restarts and which roles are up, /healthz, /readyz); the
-  roles serve theirs on the next ports (replicator +1, deduplicator +2, offset sync +3), or none
-  when METRICS_PORT is 0.
-- A role that exits is started again after a back-off that doubles from 1 s to 30 s (back to
+  own lines name the child they are about as `child=`.
+- Workers: with REPLICATION_WORKERS=N a stage runs as N children `<role>-1` .. `<role>-N`, each
+  a member of the stage's group with an identity of its own (`<identity>-<n>`, so each has its
+  own group.instance.id and transactional.id) and its own state directory (`STATE_DIR/worker-<n>`:
+  a partition that moves between workers is restored from the changelog, like one that moves
+  between hosts).
+- METRICS_PORT is this process's (restarts and which children are up, /healthz, /readyz); the
+  children serve theirs on the next ports in order (for `exactly run` without workers:
+  replicator +1, deduplicator +2, offset sync +3), or none when METRICS_PORT is 0.
+- A child that exits is started again after a back-off that doubles from 1 s to 30 s (back to
   1 s once it has run for a minute), logged with its exit status and counted. A role that exits
   2 (its configuration is wrong) is not: everything stops, exit 2.
 - SIGTERM reaches every role at once; each drains (exit 0) within the drain time or is
@@ -19,19 +26,29 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from exactly.roles import DEDUPLICATOR, OFFSETSYNC, REPLICATOR
 from localkafka import RoleProcess
-from runtime import ConfigError, ExactlyError, GracefulShutdown, Health, Settings, get_logger
+from runtime import (
+    ConfigError,
+    ExactlyError,
+    GracefulShutdown,
+    Health,
+    Settings,
+    get_logger,
+    load_settings,
+)
 from runtime.liveness import Heartbeat
 from runtime.role import EXIT_CONFIG, run_role
 
 log = get_logger("run")
 
-PORT_OFFSETS = {REPLICATOR: 1, DEDUPLICATOR: 2, OFFSETSYNC: 3}
+STAGES = (REPLICATOR, DEDUPLICATOR)
 _BACKOFF_FIRST_S = 1.0
 _BACKOFF_MAX_S = 30.0
 _HEALTHY_AFTER_S = 60.0  # a role that ran this long starts its back-off from the first step again
@@ -42,23 +59,26 @@ _LOOK_EVERY_S = 0.2
 
 
 class _Metrics:
-    def __init__(self, roles: list[str]) -> None:
+    def __init__(self, children: list[str]) -> None:
         self.registry = CollectorRegistry()
         self.up = Gauge(
             "exactly_run_role_up",
-            "1 while the role's process runs, 0 while it waits to be started again.",
+            "1 while the child's process runs, 0 while it waits to be started again.",
             ["role"],
             registry=self.registry,
         )
         self.restarts = Counter(
             "exactly_run_role_restarts",
-            "Times a role's process exited by itself and was started again.",
+            "Times a child's process exited by itself and was started again.",
             ["role"],
             registry=self.registry,
         )
-        for role in roles:
-            self.up.labels(role).set(0)
-            self.restarts.labels(role)
+        self.add(children)
+
+    def add(self, children: list[str]) -> None:
+        for child in children:
+            self.up.labels(child).set(0)
+            self.restarts.labels(child)
 
 
 class _Child:
@@ -78,8 +98,33 @@ def roles_of(settings: Settings) -> list[str]:
     return roles
 
 
-def role_ports(metrics_port: int, roles: list[str]) -> dict[str, int]:
-    return {role: metrics_port + PORT_OFFSETS[role] if metrics_port else 0 for role in roles}
+@dataclass(frozen=True)
+class Plan:
+    """One child process: its name, the role it runs, what its environment adds, its port."""
+
+    name: str
+    role: str
+    env: dict[str, str]
+    metrics_port: int
+
+
+def plan(settings: Settings, roles: list[str]) -> list[Plan]:
+    """The children of `roles`, a stage as REPLICATION_WORKERS workers, in port order."""
+    plans: list[Plan] = []
+    for role in roles:
+        workers = settings.workers if role in STAGES else 1
+        for n in range(1, workers + 1):
+            port = settings.metrics_port + len(plans) + 1 if settings.metrics_port else 0
+            env = {"METRICS_PORT": str(port)}
+            if workers > 1:
+                env |= {
+                    "REPLICATION_WORKERS": "1",
+                    "REPLICATION_INSTANCE_ID": f"{settings.identity}-{n}",
+                    "STATE_DIR": str(Path(settings.state_dir) / f"worker-{n}"),
+                }
+            name = role if workers == 1 else f"{role}-{n}"
+            plans.append(Plan(name, role, env, port))
+    return plans
 
 
 def run() -> int:
@@ -91,37 +136,60 @@ def run() -> int:
     def work(
         settings: Settings, health: Health, shutdown: GracefulShutdown, heartbeat: Heartbeat
     ) -> None:
-        _supervise(settings, health, shutdown, heartbeat, metrics, os.environ)
+        _supervise(plan(settings, roles_of(settings)), health, shutdown, heartbeat, metrics)
 
     return run_role("run", work, registry=metrics.registry)
 
 
+def run_stage(role: str, run_alone: Callable[[], int]) -> int:
+    """`exactly replicator|deduplicator`: the stage itself (``run_alone``), or with
+    REPLICATION_WORKERS above 1 that many workers of it, supervised; the exit status."""
+    try:
+        workers = load_settings().workers
+    except ConfigError:
+        workers = 1  # the stage itself says what is wrong, in its own words
+    if workers == 1:
+        return run_alone()
+    metrics = _Metrics([])
+
+    def work(
+        settings: Settings, health: Health, shutdown: GracefulShutdown, heartbeat: Heartbeat
+    ) -> None:
+        _supervise(plan(settings, [role]), health, shutdown, heartbeat, metrics)
+
+    return run_role(role, work, registry=metrics.registry)
+
+
 def _supervise(
-    settings: Settings,
+    plans: list[Plan],
     health: Health,
     shutdown: GracefulShutdown,
     heartbeat: Heartbeat,
     metrics: _Metrics,
-    environ: Mapping[str, str],
 ) -> None:
-    roles = roles_of(settings)
-    ports = role_ports(settings.metrics_port, roles)
+    metrics.add([p.name for p in plans])
     children = {
-        role: _Child(
-            RoleProcess(role, {**environ, "METRICS_PORT": str(port)}, None, metrics_port=port)
+        p.name: _Child(
+            RoleProcess(
+                p.role, {**os.environ, **p.env}, None, name=p.name, metrics_port=p.metrics_port
+            )
         )
-        for role, port in ports.items()
+        for p in plans
     }
-    log.info("starting the roles", roles=",".join(roles), metrics_ports=_describe(ports))
-    for role, child in children.items():
-        _start(role, child, metrics)
+    log.info(
+        "starting the roles",
+        roles=",".join(children),
+        metrics_ports=_describe({p.name: p.metrics_port for p in plans}),
+    )
+    for name, child in children.items():
+        _start(name, child, metrics)
     with heartbeat:
         try:
             while not shutdown.wait(_LOOK_EVERY_S):
                 heartbeat.beat()
-                for role, child in children.items():
-                    _look_after(role, child, metrics)
-                waiting = [role for role, c in children.items() if c.restart_at is not None]
+                for name, child in children.items():
+                    _look_after(name, child, metrics)
+                waiting = [name for name, c in children.items() if c.restart_at is not None]
                 health.set_ready(not waiting, f"waiting to start again: {','.join(waiting)}")
         finally:
             health.set_ready(False, "stopping")

@@ -15,7 +15,7 @@ from confluent_kafka.admin import AdminClient
 from offsetsync.groups import ClusterGroups
 from offsetsync.metrics import OffsetSyncMetrics
 from offsetsync.reading import ClusterReader
-from runtime import Settings
+from runtime import Settings, admin_client
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,12 +42,9 @@ class SyncClients:
 
 def connect(settings: Settings, metrics: OffsetSyncMetrics) -> SyncClients:
     source_admin, target_admin = (
-        AdminClient(
-            {
-                **cluster.client_config(),
-                "statistics.interval.ms": 1000,
-                "stats_cb": metrics.request_counter(name),
-            }
+        admin_client(
+            cluster,
+            **{"statistics.interval.ms": 1000, "stats_cb": metrics.request_counter(name)},
         )
         for name, cluster in (("source", settings.source), ("target", settings.destination))
     )

@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import sys
 
-from confluent_kafka.admin import AdminClient
-
 from replicator.flowrecords import FlowRecords
 from replicator.loop import Replicator
 from replicator.metrics import ReplicatorMetrics
 from replicator.topics import ensure_staging
-from runtime import GracefulShutdown, Health, Settings, get_logger
+from runtime import GracefulShutdown, Health, Settings, admin_client, get_logger
 from runtime.liveness import Heartbeat
 from runtime.role import freeze_startup_garbage, run_role
 
@@ -30,9 +28,7 @@ def run() -> int:
         settings: Settings, health: Health, shutdown: GracefulShutdown, heartbeat: Heartbeat
     ) -> None:
         records = FlowRecords(settings)
-        staging = ensure_staging(
-            AdminClient(settings.destination.client_config()), settings, records
-        )
+        staging = ensure_staging(admin_client(settings.destination), settings, records)
         replicator = Replicator(
             settings, staging, records, metrics, lambda: shutdown.requested, heartbeat.beat
         )

@@ -26,7 +26,6 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient
 
 from envelope import RecordRow, encode_rows
 from replicator.batching import Run, cut_runs, row_of
@@ -39,7 +38,9 @@ from replicator.topics import StagingTopic
 from runtime import (
     ErrorClass,
     Settings,
+    admin_client,
     classify,
+    consume_ready,
     get_logger,
     kafka_error_of,
     produce_when_room,
@@ -82,10 +83,10 @@ class Replicator:
         self.metrics = metrics
         self._should_stop = should_stop
         self._beat = beat
-        source_admin = AdminClient(settings.source.client_config())
+        source_admin = admin_client(settings.source)
         self.source_cluster_id = str(source_admin.list_topics(timeout=30).cluster_id)
         self.discovery = TopicDiscovery(
-            settings, records, source_admin, AdminClient(settings.destination.client_config())
+            settings, records, source_admin, admin_client(settings.destination)
         )
         self.lanes: dict[tuple[str, int], Lane] = {}
         self._session = 0
@@ -108,7 +109,9 @@ class Replicator:
         next_commit = next_watchdog = time.monotonic()
         while not self._should_stop():
             self._beat()
-            messages = self.consumer.consume(CONSUME_BATCH, CONSUME_TIMEOUT_S)
+            # What is at hand, at once: an envelope closes when the source has nothing more
+            # ready, never after waiting for a batch to fill.
+            messages = consume_ready(self.consumer, CONSUME_BATCH, CONSUME_TIMEOUT_S)
             if messages:
                 self._replicate(messages)
             self.producer.poll(0)

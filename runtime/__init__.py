@@ -1,5 +1,7 @@
 """What every process shares: settings, Kafka error classification, the runtime errors."""
 
+from runtime.clients import LIBRDKAFKA_LOG, admin_client
+from runtime.consuming import consume_ready
 from runtime.errors import (
     AbortableKafkaError,
     ConfigError,
@@ -25,6 +27,7 @@ from runtime.settings import ClusterSettings, Settings, load_settings, render_co
 from runtime.shutdown import GracefulShutdown
 
 __all__ = [
+    "LIBRDKAFKA_LOG",
     "AbortableKafkaError",
     "ClusterSettings",
     "ConfigError",
@@ -41,9 +44,11 @@ __all__ = [
     "RetriableKafkaError",
     "Settings",
     "abort_or_replace",
+    "admin_client",
     "call_retrying",
     "classify",
     "configure_logging",
+    "consume_ready",
     "get_logger",
     "is_secret_property",
     "kafka_error_of",

@@ -53,6 +53,15 @@ def run_role(
     except ConfigError as exc:
         print(f"exactly {role}: configuration error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
+    if member and settings.workers > 1:
+        # Never silently one worker where N were asked for.
+        print(
+            f"exactly {role}: configuration error: REPLICATION_WORKERS={settings.workers}: "
+            f"`python -m {role}` is one worker; `exactly {role}` or `exactly run` starts "
+            f"{settings.workers}",
+            file=sys.stderr,
+        )
+        return EXIT_CONFIG
     configure_logging(settings.log_level, role, json=settings.log_format == "json")
     # `kill -USR1 <pid>` prints every thread's Python stack to stderr: what a stuck loop (a
     # 503 on /healthz) is waiting in, without stopping the process.

@@ -148,6 +148,16 @@ class Settings(BaseSettings):
         "restarted instance takes its partitions back at once instead of after the group's "
         "session timeout; and stage 2's transactional.id.",
     )
+    workers: int = Field(
+        1,
+        ge=1,
+        le=64,
+        alias="REPLICATION_WORKERS",
+        description="Processes of a stage in one container (`exactly replicator`, `exactly "
+        "deduplicator`, `exactly run`): each a member of the stage's group with an identity "
+        "of its own (<identity>-<n>) and state directory (STATE_DIR/worker-<n>), for a "
+        "machine with more cores than one Python process uses.",
+    )
     staging_topic: TopicName | None = Field(
         None,
         alias="REPLICATION_STAGING_TOPIC",
@@ -224,10 +234,11 @@ class Settings(BaseSettings):
         100,
         ge=10,
         alias="REPLICATION_COMMIT_INTERVAL_MS",
-        description="Stage 2 commits its transaction at least this often while records flow.",
+        description="Stage 2 commits its transaction at least this often while records flow "
+        "(and at once whenever staging has nothing more at hand).",
     )
     commit_max_records: int = Field(
-        10000,
+        100_000,
         ge=1,
         alias="REPLICATION_COMMIT_MAX_RECORDS",
         description="... or after this many destination records, whichever comes first.",

@@ -14,33 +14,33 @@ from deduplicator.rule import (
     judge,
     state_key,
 )
-from envelope import Envelope, SourceRecord
+from envelope import EnvelopeRows
 
 TOPIC_ID = bytes(range(16))
 NEW_TOPIC_ID = bytes(range(16, 32))
 
 
-def _envelope(offsets: list[int], prev: int | None, topic_id: bytes = TOPIC_ID) -> Envelope:
-    records = tuple(SourceRecord(o, 0, 1, None, b"%d" % o, ()) for o in offsets)
-    return Envelope("cluster", "orders", topic_id, 0, prev, records)
+def _envelope(offsets: list[int], prev: int | None, topic_id: bytes = TOPIC_ID) -> EnvelopeRows:
+    rows = tuple((o, 0, 1, None, b"%d" % o, ()) for o in offsets)
+    return EnvelopeRows("cluster", "orders", topic_id, 0, prev, rows)
 
 
-def _run(envelopes: list[Envelope], state: PartitionState | None = None) -> list[int]:
+def _run(envelopes: list[EnvelopeRows], state: PartitionState | None = None) -> list[int]:
     written = []
     for envelope in envelopes:
         verdict = judge(state, envelope)
-        written.extend(r.offset for r in verdict.accepted)
+        written.extend(row[0] for row in verdict.accepted)
         state = verdict.state
     return written
 
 
 @st.composite
-def stage_one_lanes(draw: st.DrawFn) -> tuple[list[int], list[Envelope]]:
+def stage_one_lanes(draw: st.DrawFn) -> tuple[list[int], list[EnvelopeRows]]:
     """Readable offsets of one source partition and what an at-least-once, gap-free-per-session
     stage 1 may have put into its lane, ending with a session that delivers everything."""
     offsets = sorted(draw(st.sets(st.integers(0, 400), min_size=1, max_size=60)))
-    lane: list[Envelope] = []
-    late: list[Envelope] = []  # in flight when their session ended; they may land later
+    lane: list[EnvelopeRows] = []
+    late: list[EnvelopeRows] = []  # in flight when their session ended; they may land later
     committed = 0  # index into offsets: stage 1's commit point
     sessions = draw(st.integers(0, 4))
     for session in range(sessions + 1):
@@ -55,7 +55,7 @@ def stage_one_lanes(draw: st.DrawFn) -> tuple[list[int], list[Envelope]]:
             i += size
             if not final and draw(st.integers(0, 4)) == 0:
                 break
-        in_flight: list[Envelope] = []
+        in_flight: list[EnvelopeRows] = []
         if not final and envelopes and draw(st.booleans()):
             # A delivery error: one envelope lost, the ones behind it may still land (orphans).
             lost = draw(st.integers(0, len(envelopes) - 1))
@@ -63,7 +63,7 @@ def stage_one_lanes(draw: st.DrawFn) -> tuple[list[int], list[Envelope]]:
             envelopes = envelopes[:lost]
         if envelopes:
             # Only this session's own acknowledged prefix moves the commit point.
-            committed = max(committed, offsets.index(envelopes[-1].records[-1].offset) + 1)
+            committed = max(committed, offsets.index(envelopes[-1].rows[-1][0]) + 1)
         # Late writes of the previous session's producer interleave with this session's first.
         at = draw(st.integers(0, min(2, len(envelopes))))
         lane.extend(envelopes[:at] + late + envelopes[at:])
@@ -97,7 +97,7 @@ def test_an_orphan_is_not_written_and_heals_when_resent():
 def test_duplicates_are_counted_and_dropped():
     state = judge(None, _envelope([0, 1, 2], None)).state
     verdict = judge(state, _envelope([1, 2, 3], None))
-    assert [r.offset for r in verdict.accepted] == [3]
+    assert [row[0] for row in verdict.accepted] == [3]
     assert verdict.duplicates == 2
     assert verdict.state.high == 3
 
@@ -105,7 +105,7 @@ def test_duplicates_are_counted_and_dropped():
 def test_a_recreated_topic_starts_again_and_late_writes_of_the_old_one_are_stale():
     state = judge(None, _envelope([10, 11], None)).state
     recreated = judge(state, _envelope([0, 1], None, NEW_TOPIC_ID))
-    assert [r.offset for r in recreated.accepted] == [0, 1]
+    assert [row[0] for row in recreated.accepted] == [0, 1]
     assert recreated.state.retired == (TOPIC_ID,)
     late = judge(recreated.state, _envelope([12], 11))
     assert late.stale

@@ -424,7 +424,7 @@ def test_render_config_lists_every_variable_with_defaults_marked():
         "OFFSETSYNC_INTERVAL_MS=5000  # default\n"
         "REPLICATION_COMMIT_INTERVAL_MS=100  # default\n"
         "REPLICATION_COMMIT_MAX_BYTES=16777216  # default\n"
-        "REPLICATION_COMMIT_MAX_RECORDS=10000  # default\n"
+        "REPLICATION_COMMIT_MAX_RECORDS=100000  # default\n"
         "REPLICATION_DESTINATION_TOPIC={topic}  # default\n"
         "REPLICATION_ENVELOPE_MAX_BYTES=1048576  # default\n"
         "REPLICATION_ENVELOPE_MAX_RECORDS=500  # default\n"
@@ -442,6 +442,7 @@ def test_render_config_lists_every_variable_with_defaults_marked():
         "REPLICATION_START_FROM=earliest  # default\n"
         "REPLICATION_TOPICS_EXCLUDE=  # default\n"
         "REPLICATION_TOPICS_INCLUDE=  # default\n"
+        "REPLICATION_WORKERS=1  # default\n"
         "STATE_DIR=state  # default\n"
     )
 
