@@ -1,12 +1,13 @@
 """Stage 2's commit limits by measurement: pipeline throughput and latency for several
 REPLICATION_COMMIT_INTERVAL_MS / REPLICATION_COMMIT_MAX_RECORDS pairs, in one invocation.
 
-    python bench/commit_limits.py [--records N] [--rate R] [--variants 100:10000,250:50000]
+    python bench/commit_limits.py [--records N] [--rates R,R] [--variants 100:10000,250:50000]
 
 On its own two local clusters: the plain consume->produce loop once (the baseline), then per
 variant a fresh 12-partition source topic of 100 B records copied by the whole pipeline
 (records/s and the ratio to the baseline), and the pipeline's p50/p99 latency (production to
-read_committed visibility) at a fixed rate. Noisy 2-core machine: compare within one run.
+read_committed visibility) at each of the given rates, after an untimed warm-up copy. Noisy
+2-core machine: compare within one run.
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ from localkafka import LocalCluster, start_all
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=2_000_000)
-    parser.add_argument("--rate", type=float, default=40_000.0, help="records/s for latency")
+    parser.add_argument(
+        "--rates", default="1000,20000", help="comma-separated records/s for latency"
+    )
     parser.add_argument(
         "--variants",
         default="100:10000,250:50000,1000:200000",
@@ -43,6 +46,8 @@ def main() -> None:
         start_all(clusters, tie_to_parent=True)
         try:
             bench = Bench(clusters, base, ensure_mirrormaker(), verify=False)
+            bench.warm_up(200_000)
+            rates = [float(rate) for rate in args.rates.split(",")]
             rows = []
             baseline = 0.0  # records/s of the plain loop, measured with the first variant
             for interval_ms, max_records in variants:
@@ -51,37 +56,46 @@ def main() -> None:
                 _fill(bench.source, topic, 100, args.records)
                 tail = source_tail(bench.source, topic, 12)
                 if not baseline:
-                    _, timing = bench._plain(topic, tail)
+                    _, timing = bench._plain(topic, tail, "c")
                     baseline = tail.total / timing.seconds
                     print(f"plain loop: {baseline:,.0f} records/s", flush=True)
                 bench.pipeline_env = {
                     "REPLICATION_COMMIT_INTERVAL_MS": str(interval_ms),
                     "REPLICATION_COMMIT_MAX_RECORDS": str(max_records),
                 }
-                _, timing = bench._pipeline(topic, tail)
+                _, timing = bench._pipeline(topic, tail, "c")
                 throughput = tail.total / timing.seconds
-                _, _, latencies = bench.latency(
-                    "pipeline", args.rate, tag=f"lat-{interval_ms}-{max_records}"
-                )
+                latencies = [
+                    bench.latency("pipeline", rate, tag=f"lat-{interval_ms}-{max_records}-{n}")[2]
+                    for n, rate in enumerate(rates)
+                ]
                 rows.append((interval_ms, max_records, throughput, latencies))
                 print(
                     f"{interval_ms} ms / {max_records} records: {throughput:,.0f} records/s, "
-                    f"p50 {percentile(latencies, 50):.0f} ms, "
-                    f"p99 {percentile(latencies, 99):.0f} ms",
+                    + ", ".join(
+                        f"at {rate:,.0f}/s p50 {percentile(lat, 50):.0f} ms p99 "
+                        f"{percentile(lat, 99):.0f} ms"
+                        for rate, lat in zip(rates, latencies, strict=True)
+                    ),
                     flush=True,
                 )
         finally:
             gc.collect()
             for cluster in clusters:
                 cluster.stop()
-    print(f"\n100 B records; plain loop {baseline:,.0f} records/s; latency at {args.rate:,.0f}/s")
-    print(f"{'interval ms':>12} {'max records':>12} {'records/s':>11} {'x plain':>8} "
-          f"{'p50 ms':>7} {'p99 ms':>7}")  # fmt: skip
+    print(f"\n100 B records; plain loop {baseline:,.0f} records/s; latency p50/p99 in ms")
+    print(
+        f"{'interval ms':>12} {'max records':>12} {'records/s':>11} {'x plain':>8} "
+        + " ".join(f"{f'at {rate:,.0f}/s':>16}" for rate in rates)
+    )
     for interval_ms, max_records, throughput, latencies in rows:
         print(
             f"{interval_ms:>12} {max_records:>12,} {throughput:>11,.0f} "
-            f"{throughput / baseline:>8.2f} {percentile(latencies, 50):>7.0f} "
-            f"{percentile(latencies, 99):>7.0f}"
+            f"{throughput / baseline:>8.2f} "
+            + " ".join(
+                f"{f'{percentile(lat, 50):.0f} / {percentile(lat, 99):.0f}':>16}"
+                for lat in latencies
+            )
         )
 
 

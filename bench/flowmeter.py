@@ -15,12 +15,15 @@ import itertools
 import multiprocessing
 import os
 import statistics
+import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from confluent_kafka import (
+    OFFSET_END,
     Consumer,
     IsolationLevel,
     KafkaException,
@@ -119,6 +122,54 @@ def source_tail(bootstrap: str, topic: str, partitions: int) -> SourceTail:
                 last[message.partition()] = message.key()
     consumer.close()
     return SourceTail(counts, last)
+
+
+def _keys(bootstrap: str, topic: str, partitions: int, until: SourceTail) -> dict[int, list]:
+    """Every key of every partition, in order, up to the partition's last source key."""
+    reader = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench-keys",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+        }
+    )
+    reader.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    keys: dict[int, list] = {p: [] for p in range(partitions)}
+    open_partitions = {p for p, n in until.counts.items() if n}
+    deadline = time.monotonic() + 300
+    try:
+        while open_partitions:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{topic}: partitions {sorted(open_partitions)} incomplete")
+            for message in reader.consume(10000, 0.5):
+                p = message.partition()
+                if message.error() or p not in open_partitions:
+                    continue
+                keys[p].append(message.key())
+                if message.key() == until.last_keys[p]:
+                    open_partitions.discard(p)
+    finally:
+        reader.close()
+    return keys
+
+
+def exactly_once(
+    source: str, topic: str, target: str, destination: str, partitions: int
+) -> tuple[int, int, int]:
+    """(records, missing, duplicated) of a finished copy, record by record: every partition's
+    keys on the destination against the source's, as counts and in order."""
+    tail = source_tail(source, topic, partitions)
+    want = _keys(source, topic, partitions, tail)
+    got = _keys(target, destination, partitions, tail)
+    missing = duplicated = 0
+    for p in range(partitions):
+        wanted, written = Counter(want[p]), Counter(got[p])
+        missing += sum((wanted - written).values())
+        duplicated += sum((written - wanted).values())
+        if wanted == written and got[p] != want[p]:
+            missing += 1  # reordered: counted as a loss, never hidden
+    return tail.total, missing, duplicated
 
 
 # -- completion of a copy -----------------------------------------------------------------------
@@ -423,9 +474,15 @@ class Recovery:
     full_speed_s: float | None  # kill -> start of the first 1 s at >= 90 % of the produce rate
     caught_up_s: float | None  # kill -> after the peak, lag <= 2 x lag_before + 0.1 s of production
     max_lag: int
+    flowing_again_s: float | None = None  # kill -> first record produced after it visible
 
 
-def analyse_recovery(samples: Sequence[Sample], killed_at: float, victim: str) -> Recovery:
+def analyse_recovery(
+    samples: Sequence[Sample],
+    killed_at: float,
+    victim: str,
+    flowing_again_s: float | None = None,
+) -> Recovery:
     before = [s for s in samples if killed_at - 5 <= s.at <= killed_at]
     after = [s for s in samples if s.at >= killed_at]
     rate = (before[-1].produced - before[0].produced) / (before[-1].at - before[0].at)
@@ -477,7 +534,65 @@ def analyse_recovery(samples: Sequence[Sample], killed_at: float, victim: str) -
         full_speed_s=full_speed,
         caught_up_s=caught_up,
         max_lag=peak.produced - peak.visible,
+        flowing_again_s=flowing_again_s,
     )
+
+
+class FreshRecords:
+    """When records produced after a moment first become visible on the destination, seen by a
+    read_committed reader of the destination's tail in a thread of its own.
+
+    DESIGN.md §10's "flowing again": the first record produced after the kill (its CreateTime,
+    stamped by the paced producer) that a read_committed reader sees. Not offsets moving, which
+    an abort moves too, and not the backlog a reader behind the kill still reads: a record
+    produced before the kill counts for nothing, however late it arrives.
+    """
+
+    def __init__(self, target: str, destination: str, partitions: int) -> None:
+        self._reader = Consumer(
+            {
+                "bootstrap.servers": target,
+                "group.id": "bench-fresh-records",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+                "fetch.wait.max.ms": 10,
+            }
+        )
+        self._reader.assign([TopicPartition(destination, p, OFFSET_END) for p in range(partitions)])
+        self._first_seen: dict[int, float | None] = {}  # moment (ms) -> time.monotonic() seen
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def mark(self) -> int:
+        """Now, as the moment to watch for (epoch milliseconds, as record timestamps are)."""
+        moment = int(time.time() * 1000)
+        with self._lock:
+            self._first_seen[moment] = None
+        return moment
+
+    def first_seen(self, moment: int) -> float | None:
+        """time.monotonic() when the first record produced at or after `moment` was seen."""
+        with self._lock:
+            return self._first_seen[moment]
+
+    def _read(self) -> None:
+        while not self._stop.is_set():
+            messages = self._reader.consume(2000, 0.05)
+            seen = time.monotonic()
+            if not messages:
+                continue
+            newest = max((m.timestamp()[1] for m in messages if not m.error()), default=-1)
+            with self._lock:
+                for moment, first in self._first_seen.items():
+                    if first is None and newest >= moment:
+                        self._first_seen[moment] = seen
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self._reader.close()
 
 
 class Sampler:

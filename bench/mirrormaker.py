@@ -61,6 +61,7 @@ def mm2_properties(
     rest_port: int,
     producer: dict[str, str],
     consume_batch: int,
+    fetch_partition_bytes: int,
 ) -> dict[str, str]:
     """The dedicated-mode configuration of one flow `source_alias` -> target for one topic.
 
@@ -98,6 +99,8 @@ def mm2_properties(
         f"{src}.consumer.isolation.level": "read_committed",
         # The batch our roles consume at once (CONSUME_BATCH in both loops) instead of 500.
         f"{src}.consumer.max.poll.records": str(consume_batch),
+        # ... and stage 1's fetch size per partition, instead of 1 MiB.
+        f"{src}.consumer.max.partition.fetch.bytes": str(fetch_partition_bytes),
         # KIP-710: the internal REST server, needed by exactly-once (task fencing across nodes);
         # on a free loopback port so it never meets anything else on this machine.
         "dedicated.mode.enable.internal.rest": "true",
@@ -131,6 +134,7 @@ class MirrorMaker2:
         tasks: int,
         producer: dict[str, str],
         consume_batch: int,
+        fetch_partition_bytes: int,
     ) -> None:
         self.libs = libs
         self.workdir = workdir / source_alias
@@ -147,6 +151,7 @@ class MirrorMaker2:
             rest_port=free_port(),
             producer=producer,
             consume_batch=consume_batch,
+            fetch_partition_bytes=fetch_partition_bytes,
         )
         self.log_path = self.workdir / "mirrormaker.log"
         self._process: subprocess.Popen[bytes] | None = None

@@ -37,7 +37,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,6 +50,7 @@ from confluent_kafka import Consumer, TopicPartition
 from bench.flowmeter import (
     ChildRun,
     EndOffsets,
+    FreshRecords,
     PacedProducer,
     Recovery,
     RunTiming,
@@ -58,6 +59,7 @@ from bench.flowmeter import (
     analyse_recovery,
     await_copy,
     collect_latencies,
+    exactly_once,
     percentile,
     probe_until_visible,
     source_tail,
@@ -73,6 +75,7 @@ from bench.replicator_throughput import (
     _producer_settings,
 )
 from localkafka import LocalCluster, RoleProcess, start_all
+from replicator.clients import SOURCE_FETCH_PARTITION_BYTES
 from replicator.loop import CONSUME_BATCH
 
 COPY_TIMEOUT_S = 900.0
@@ -87,16 +90,17 @@ MM2_RECOVERY_TIMEOUT_S = 240.0
 JAVA_BATCH_SIZE = 1_000_000
 
 
-# A candidate's copy of the source topic: (destination topic, its timing).
-CopyRun = Callable[[str, SourceTail], tuple[str, RunTiming]]
+# A candidate's copy of the source topic, tagged per round: (destination topic, its timing).
+CopyRun = Callable[[str, SourceTail, str], tuple[str, RunTiming]]
 
 
 @dataclass
 class Row:
     size: int
     count: int
-    timings: dict[str, RunTiming]
+    timings: dict[str, RunTiming]  # each candidate's median round
     extra_offsets: dict[str, int]  # destination offsets beyond the records: markers, duplicates
+    rounds: dict[str, list[RunTiming]]
 
 
 def main() -> None:
@@ -104,6 +108,18 @@ def main() -> None:
     # Enough for >= 10 s of the fastest copy (the plain loop) on a quiet 2-core machine.
     parser.add_argument("--records-100b", type=int, default=5_000_000)
     parser.add_argument("--records-1kib", type=int, default=3_500_000)
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="copies by every candidate per record size, in rotating order; the median counts",
+    )
+    parser.add_argument(
+        "--warm-up",
+        type=int,
+        default=200_000,
+        help="records of an untimed first copy by every candidate (0: none)",
+    )
     parser.add_argument(
         "--phases",
         default="throughput,latency,recovery",
@@ -114,6 +130,12 @@ def main() -> None:
         type=float,
         default=0.0,
         help="records/s for latency and recovery (default: half the pipeline's 100 B rate)",
+    )
+    parser.add_argument(
+        "--latency-rates",
+        default="1000,20000,max",
+        help="comma-separated records/s for the latency phase; 'max' is --rate (default: half "
+        "the pipeline's 100 B rate: the paced producer shares the machine's cores)",
     )
     parser.add_argument("--mm2-recovery", action="store_true", help="also SIGKILL MM2 EOS")
     parser.add_argument(
@@ -144,22 +166,28 @@ def main() -> None:
             bench.staging_compressions = args.staging_compression.split(",")
             rate = args.rate
             if "throughput" in phases:
+                if args.warm_up:
+                    bench.warm_up(args.warm_up)
                 rows = []
                 for size, count in ((100, args.records_100b), (1024, args.records_1kib)):
-                    row = bench.throughput(size, count)
+                    row = bench.throughput(size, count, args.rounds)
                     rows.append(row)
                     report_throughput(row)
                 rate = rate or rows[0].count / rows[0].timings["pipeline"].seconds / 2
                 report_summary(rows)
             if "latency" in phases:
-                # MM2 at the pipeline's load, unless that is more than half its own maximum.
-                mm2_rate = rate
-                if "throughput" in phases:
-                    mm2_max = rows[0].count / rows[0].timings["MM2 exactly-once"].seconds
-                    mm2_rate = min(rate, mm2_max / 2)
-                report_latency(
-                    [bench.latency("pipeline", rate), bench.latency("MM2 exactly-once", mm2_rate)]
+                mm2_max = (
+                    rows[0].count / rows[0].timings["MM2 exactly-once"].seconds
+                    if "throughput" in phases
+                    else None
                 )
+                results = []
+                for n, latency_rate in enumerate(_latency_rates(args.latency_rates, rate)):
+                    # MM2 at the same load, unless that is more than half its own maximum.
+                    mm2_rate = latency_rate if mm2_max is None else min(latency_rate, mm2_max / 2)
+                    results.append(bench.latency("pipeline", latency_rate, f"lat{n}"))
+                    results.append(bench.latency("MM2 exactly-once", mm2_rate, f"lat{n}"))
+                report_latency(results)
             if "recovery" in phases:
                 report_recovery(bench.recovery_pipeline(rate), rate)
                 if args.mm2_recovery:
@@ -169,6 +197,10 @@ def main() -> None:
             for cluster in clusters:
                 cluster.stop()
     print(f"\nbench took {time.monotonic() - started:.0f} s")
+
+
+def _latency_rates(spec: str, max_rate: float) -> list[float]:
+    return [max_rate if rate == "max" else float(rate) for rate in spec.split(",")]
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -189,7 +221,22 @@ class Bench:
 
     # -- throughput ---------------------------------------------------------------------------
 
-    def throughput(self, size: int, count: int) -> Row:
+    def warm_up(self, count: int) -> None:
+        """One untimed copy by every candidate first: the target's transaction and offsets
+        topics are created and both brokers' JIT compilers have seen every request kind, so the
+        first timed candidate pays no more than the last (measured: without it, the first
+        pipeline run cost its brokers up to twice the CPU per record of the third)."""
+        topic = "bench-warm-up"
+        print(f"\n== warm-up: {count:,} records of 100 B through every candidate", flush=True)
+        started = time.monotonic()
+        _create(self.source, topic)
+        _fill(self.source, topic, 100, count)
+        tail = source_tail(self.source, topic, PARTITIONS)
+        for _name, run in self._candidates():
+            run(topic, tail, "w")
+        print(f"   done in {time.monotonic() - started:.0f} s", flush=True)
+
+    def throughput(self, size: int, count: int, rounds: int = 1) -> Row:
         topic = f"bench-{size}"
         print(f"\n== {size} B values: filling {topic} with {count:,} records", flush=True)
         _create(self.source, topic)
@@ -205,8 +252,32 @@ class Bench:
             flush=True,
         )
         tail = source_tail(self.source, topic, PARTITIONS)
-        timings: dict[str, RunTiming] = {}
+        candidates = self._candidates()
+        rounds_of: dict[str, list[RunTiming]] = {name: [] for name, _run in candidates}
         extra: dict[str, int] = {}
+        for n in range(rounds):
+            # Each round starts one candidate later: none always runs first or last.
+            for name, run in candidates[n % len(candidates) :] + candidates[: n % len(candidates)]:
+                print(f"   {name} ...", end=" ", flush=True)
+                destination, timing = run(topic, tail, f"r{n}")
+                written = EndOffsets(self.target, [(destination, PARTITIONS)], committed=False)
+                extra[name] = written.total() - tail.total
+                if self.verify:
+                    self._verify(destination, tail, timing)
+                rounds_of[name].append(timing)
+                print(
+                    f"{tail.total / timing.seconds:,.0f} records/s over {timing.seconds:.1f} s "
+                    f"(start-up {timing.startup:.1f} s){''.join('; ' + n for n in timing.notes)}",
+                    flush=True,
+                )
+        # The median round of each candidate (by time): one slow or fast round moves nothing.
+        timings = {
+            name: sorted(runs, key=lambda t: t.seconds)[(len(runs) - 1) // 2]
+            for name, runs in rounds_of.items()
+        }
+        return Row(size, count, timings, extra, rounds_of)
+
+    def _candidates(self) -> list[tuple[str, CopyRun]]:
         runs: list[tuple[str, CopyRun]] = [("plain loop", self._plain)]
         runs += [
             (
@@ -216,28 +287,15 @@ class Bench:
             for n, compression in enumerate(self.staging_compressions)
         ]
         runs += [
-            ("MM2 at-least-once", lambda t, s: self._mm2(t, s, exactly_once=False)),
-            ("MM2 exactly-once", lambda t, s: self._mm2(t, s, exactly_once=True)),
+            ("MM2 at-least-once", functools.partial(self._mm2, exactly_once=False)),
+            ("MM2 exactly-once", functools.partial(self._mm2, exactly_once=True)),
         ]
-        for name, run in runs:
-            print(f"   {name} ...", end=" ", flush=True)
-            destination, timing = run(topic, tail)
-            written = EndOffsets(self.target, [(destination, PARTITIONS)], committed=False)
-            extra[name] = written.total() - tail.total
-            if self.verify:
-                self._verify(destination, tail, timing)
-            timings[name] = timing
-            print(
-                f"{tail.total / timing.seconds:,.0f} records/s over {timing.seconds:.1f} s "
-                f"(start-up {timing.startup:.1f} s){''.join('; ' + n for n in timing.notes)}",
-                flush=True,
-            )
-        return Row(size, count, timings, extra)
+        return runs
 
-    def _plain(self, topic: str, tail: SourceTail) -> tuple[str, RunTiming]:
-        destination = f"{topic}-baseline"  # what _baseline writes to
+    def _plain(self, topic: str, tail: SourceTail, tag: str) -> tuple[str, RunTiming]:
+        destination = f"{topic}-baseline-{tag}"
         launched = time.monotonic()
-        child = ChildRun(_baseline, self.source, self.target, topic, tail.total)
+        child = ChildRun(_baseline, self.source, self.target, topic, tail.total, destination)
         try:
             timing = self._await(destination, tail, [(destination, PARTITIONS)], launched,
                                  lambda: [child.pid], child.check_alive)  # fmt: skip
@@ -249,12 +307,16 @@ class Bench:
         return destination, timing
 
     def _pipeline(
-        self, topic: str, tail: SourceTail, *, staging_compression: str = "lz4"
+        self, topic: str, tail: SourceTail, tag: str, *, staging_compression: str = "lz4"
     ) -> tuple[str, RunTiming]:
-        flow = f"bench-{topic}-{staging_compression}"
-        destination = f"pipeline-{staging_compression}.{topic}"
+        flow = f"bench-{topic}-{staging_compression}-{tag}"
+        rename = f"pipeline-{staging_compression}-{tag}.{{topic}}"
+        destination = rename.format(topic=topic)
         launched = time.monotonic()
-        env = {"REPLICATION_STAGING_COMPRESSION": staging_compression}
+        env = {
+            "REPLICATION_STAGING_COMPRESSION": staging_compression,
+            "REPLICATION_DESTINATION_TOPIC": rename,
+        }
         with self._roles(flow, topic, env) as (replicator, deduplicator):
             timing = self._await(
                 destination,
@@ -263,6 +325,12 @@ class Bench:
                 launched,
                 lambda: [replicator.pid, deduplicator.pid],
                 lambda: _check_roles(replicator, deduplicator),
+            )
+            timing.notes.append(
+                "peak RSS: "
+                + ", ".join(
+                    f"{r.name} {_peak_rss_mib(r.pid):.0f} MiB" for r in (replicator, deduplicator)
+                )
             )
             for role in (replicator, deduplicator):  # stage 1 first: nothing new for stage 2
                 if role.terminate(60) != 0:
@@ -282,8 +350,10 @@ class Bench:
         )
         return destination, timing
 
-    def _mm2(self, topic: str, tail: SourceTail, *, exactly_once: bool) -> tuple[str, RunTiming]:
-        alias = f"mm2{'eos' if exactly_once else 'alo'}{topic.rsplit('-', 1)[-1]}"
+    def _mm2(
+        self, topic: str, tail: SourceTail, tag: str, *, exactly_once: bool
+    ) -> tuple[str, RunTiming]:
+        alias = f"mm2{'eos' if exactly_once else 'alo'}{topic.rsplit('-', 1)[-1]}{tag}"
         with self._mirrormaker(alias, topic, exactly_once=exactly_once) as mm2:
             timing = self._await(
                 mm2.destination_topic,
@@ -380,25 +450,31 @@ class Bench:
         destination = f"pipeline.{topic}"
         print(f"\n== recovery of the pipeline at {rate:,.0f} records/s", flush=True)
         results = []
-        with self._roles(flow, topic) as (replicator, deduplicator):
+        with self._roles(flow, topic) as (replicator, deduplicator), ExitStack() as stack:
 
             def check_alive() -> None:
                 _check_roles(replicator, deduplicator)
 
             probe_until_visible(self.source, self.target, topic, destination, START_TIMEOUT_S)
             sampler = Sampler(self.source, topic, self.target, destination, PARTITIONS)
+            fresh = stack.enter_context(closing(FreshRecords(self.target, destination, PARTITIONS)))
             with PacedProducer(self.source, topic, PARTITIONS, rate, 100):
                 sampler.run_for(RECOVERY_WARMUP_S, check_alive)
                 # The default configuration: each stage's identity is its host name.
                 for victims in ([replicator], [deduplicator], [replicator, deduplicator]):
                     name = " and ".join(v.name for v in victims)
-                    killed_at = time.monotonic()
+                    killed_at, moment = time.monotonic(), fresh.mark()
                     for victim in victims:
                         victim.kill()
                     for victim in victims:
                         victim.start()
                     sampler.run_until_recovered(killed_at, name, check_alive, RECOVERY_TIMEOUT_S)
-                    results.append(analyse_recovery(sampler.samples, killed_at, name))
+                    results.append(
+                        analyse_recovery(
+                            sampler.samples, killed_at, name, _since(fresh, moment, killed_at)
+                        )
+                    )
+            _report_exactness("pipeline", self.source, topic, self.target, destination)
         return results
 
     def recovery_mm2(self, rate: float) -> list[Recovery]:
@@ -410,15 +486,19 @@ class Bench:
             destination = mm2.destination_topic
             probe_until_visible(self.source, self.target, topic, destination, START_TIMEOUT_S)
             sampler = Sampler(self.source, topic, self.target, destination, PARTITIONS)
-            stack.enter_context(PacedProducer(self.source, topic, PARTITIONS, rate, 100))
+            fresh = stack.enter_context(closing(FreshRecords(self.target, destination, PARTITIONS)))
+            producer = stack.enter_context(PacedProducer(self.source, topic, PARTITIONS, rate, 100))
             sampler.run_for(RECOVERY_WARMUP_S, lambda: _check_mm2(mm2))
-            killed_at = time.monotonic()
+            killed_at, moment = time.monotonic(), fresh.mark()
             mm2.kill()
             mm2.start()  # same alias: its offsets, configs and transactional ids
             sampler.run_until_recovered(
                 killed_at, "MirrorMaker 2", lambda: _check_mm2(mm2), MM2_RECOVERY_TIMEOUT_S
             )
-        result = analyse_recovery(sampler.samples, killed_at, "MirrorMaker 2 (EOS)")
+            flowing = _since(fresh, moment, killed_at)
+            producer.stop()  # MM2 goes on copying what is left
+            _report_exactness("MirrorMaker 2 (EOS)", self.source, topic, self.target, destination)
+        result = analyse_recovery(sampler.samples, killed_at, "MirrorMaker 2 (EOS)", flowing)
         return [result]
 
     # -- processes ----------------------------------------------------------------------------
@@ -431,11 +511,7 @@ class Bench:
             "KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS": self.source,
             "KAFKA_CLUSTERS_DESTINATION_BOOTSTRAP_SERVERS": self.target,
             "REPLICATION_TOPICS_INCLUDE": re.escape(topic),
-            "REPLICATION_DESTINATION_TOPIC": (
-                f"pipeline-{extra['REPLICATION_STAGING_COMPRESSION']}.{{topic}}"
-                if extra
-                else "pipeline.{topic}"
-            ),
+            "REPLICATION_DESTINATION_TOPIC": "pipeline.{topic}",
             "REPLICATION_FLOW": flow,
             "REPLICATION_STAGING_PARTITIONS": str(PARTITIONS),
             "STATE_DIR": str(self.base / "state" / flow),
@@ -467,6 +543,7 @@ class Bench:
             tasks=PARTITIONS,
             producer=producer,
             consume_batch=CONSUME_BATCH,
+            fetch_partition_bytes=SOURCE_FETCH_PARTITION_BYTES,
         )
         return mm2
 
@@ -480,6 +557,31 @@ class Bench:
         else:
             with self._mirrormaker(f"mm2eos{tag}", topic, exactly_once=True) as mm2:
                 yield mm2.destination_topic, lambda: _check_mm2(mm2)
+
+
+def _since(fresh: FreshRecords, moment: int, killed_at: float) -> float | None:
+    seen = fresh.first_seen(moment)
+    return None if seen is None else seen - killed_at
+
+
+def _report_exactness(
+    candidate: str, source: str, topic: str, target: str, destination: str
+) -> None:
+    """After the kills: every source record on the destination once, in order?"""
+    records, missing, duplicated = exactly_once(source, topic, target, destination, PARTITIONS)
+    print(
+        f"   {candidate} after the kills: {records:,} source records, {missing:,} missing, "
+        f"{duplicated:,} duplicated on the destination",
+        flush=True,
+    )
+
+
+def _peak_rss_mib(pid: int | None) -> float:
+    """The most resident memory a process has had so far (the kernel's VmHWM)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
 
 
 def _disk_mb(data_dir: Path, topic: str) -> float:
@@ -507,7 +609,8 @@ def report_throughput(row: Row) -> None:
     eos = row.timings["MM2 exactly-once"].seconds
     print(
         f"\n{row.size} B values, {row.count:,} records in {PARTITIONS} partitions; time from the "
-        "first record appended on the target to the last visible (read_committed):"
+        "first record appended on the target to the last visible (read_committed), the median "
+        "of each candidate's rounds:"
     )
     print(
         f"  {'candidate':<24} {'records/s':>10} {'MB/s':>6} {'seconds':>7} {'start-up':>8} "
@@ -522,6 +625,10 @@ def report_throughput(row: Row) -> None:
             f"{plain / timing.seconds:>7.2f} {eos / timing.seconds:>9.2f} "
             f"{row.extra_offsets[name]:>13,}"
         )
+    if any(len(runs) > 1 for runs in row.rounds.values()):
+        print("  each round's records/s (the table shows the median round):")
+        for name, runs in row.rounds.items():
+            print(f"    {name:<24} " + ", ".join(f"{row.count / t.seconds:,.0f}" for t in runs))
     short = [n for n, timing in row.timings.items() if timing.seconds < 10]
     if short:
         print(f"  (shorter than 10 s: {', '.join(short)}; raise the record count)")
@@ -576,17 +683,20 @@ def _describe(result: Recovery) -> str:
     )
     extra = result.max_lag - result.lag_before
     return (
-        f"SIGKILL {result.victim}: {full_speed}, caught up after {seconds(result.caught_up_s)}; "
-        f"longest stretch without progress {result.stalled_s:.1f} s; lag {result.lag_before:,.0f} "
-        f"records before, {result.max_lag:,} at most (+{extra / result.produce_rate:.1f} s of "
-        "production)"
+        f"SIGKILL {result.victim}: records produced after the kill visible after "
+        f"{seconds(result.flowing_again_s)}; {full_speed}, caught up after "
+        f"{seconds(result.caught_up_s)}; longest stretch without progress "
+        f"{result.stalled_s:.1f} s; lag {result.lag_before:,.0f} records before, "
+        f"{result.max_lag:,} at most (+{extra / result.produce_rate:.1f} s of production)"
     )
 
 
 def report_recovery(results: list[Recovery], rate: float) -> None:
     print(
         f"\nrecovery while producing {rate:,.0f} records/s, each victim SIGKILLed and restarted at "
-        "once: full speed = the first second after the kill's dip in which the destination "
+        "once: visible after = kill to the first record produced after the kill seen by a "
+        "read_committed reader of the destination's tail (DESIGN.md §10: records flowing again); "
+        "full speed = the first second after the kill's dip in which the destination "
         "gained >= 90 % of the produce rate; caught up = after the largest lag, records produced "
         "but not yet visible back to <= 2x the lag before the kill + 0.1 s of production "
         "(samples every 0.1 s):"

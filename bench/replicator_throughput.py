@@ -32,6 +32,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.payloads import Payloads
 from localkafka import LocalCluster, RoleProcess, start_all
+from replicator.clients import SOURCE_FETCH_PARTITION_BYTES
 
 PARTITIONS = 12
 HEADERS = [("trace", b"0123456789abcdef")]
@@ -97,9 +98,12 @@ def _producer_settings() -> dict:
     }
 
 
-def _baseline(source: str, target: str, topic: str, count: int) -> tuple[float, float]:
-    """Plain loop: every record produced on its own to the same partition. (seconds, cpu)."""
-    out = f"{topic}-baseline"
+def _baseline(
+    source: str, target: str, topic: str, count: int, out: str = ""
+) -> tuple[float, float]:
+    """Plain loop: every record produced on its own to the same partition, into `out` (default
+    `<topic>-baseline`). (seconds, cpu)."""
+    out = out or f"{topic}-baseline"
     _create(target, out)
     consumer = Consumer(
         {
@@ -107,6 +111,8 @@ def _baseline(source: str, target: str, topic: str, count: int) -> tuple[float, 
             "group.id": "bench-baseline",
             "enable.auto.commit": False,
             "isolation.level": "read_committed",
+            # Stage 1's fetch size: only the work differs.
+            "max.partition.fetch.bytes": SOURCE_FETCH_PARTITION_BYTES,
         }
     )
     # No delivery callback per record: the cheapest loop there is (a callback per record costs
