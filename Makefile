@@ -7,7 +7,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: install demo test chaos unit lint bench-envelope bench-replicator bench-pipeline bench-commit bench-validate bench-offsetsync bench-memory kafka-jars spark-connector kustomize clean
+.PHONY: install demo test chaos unit lint bench-envelope bench-replicator bench-pipeline bench-profile bench-commit bench-validate bench-offsetsync bench-memory kafka-jars spark-connector kustomize clean
 
 install: $(VENV)/.installed kafka-jars spark-connector kustomize
 
@@ -65,10 +65,17 @@ bench-replicator: install
 	$(BIN)/python bench/replicator_hot_path.py
 	$(BIN)/python bench/replicator_throughput.py
 
-# Both stages beside a plain loop and MirrorMaker 2 (its jars resolved with Maven on the first run):
-# throughput, latency and recovery after SIGKILL on its own two local clusters (about 6 minutes).
+# Both stages beside a plain loop and MirrorMaker 2 (its jars resolved with Maven on the first run)
+# on their own two local clusters: throughput (3 rounds, the median), latency at 1 k, 20 k and
+# the highest rate, recovery after SIGKILLs; the README's performance section (about 15 minutes).
 bench-pipeline: install
-	$(BIN)/python bench/pipeline_vs_mirrormaker.py
+	$(BIN)/python bench/pipeline_vs_mirrormaker.py --rounds 3 --mm2-recovery
+
+# Each stage alone under py-spy: where its main thread's time goes, flame graphs in ./profiles
+# (about a minute).
+bench-profile: install
+	$(BIN)/pip install --quiet -e '.[bench]'
+	$(BIN)/python bench/profile_stages.py
 
 # Stage 2's commit limits (interval, records) against throughput and latency (about 5 minutes).
 bench-commit: install

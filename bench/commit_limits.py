@@ -1,7 +1,7 @@
 """Stage 2's commit limits by measurement: pipeline throughput and latency for several
 REPLICATION_COMMIT_INTERVAL_MS / REPLICATION_COMMIT_MAX_RECORDS pairs, in one invocation.
 
-    python bench/commit_limits.py [--records N] [--rates R,R] [--variants 100:10000,250:50000]
+    python bench/commit_limits.py [--records N] [--rates R,R] [--variants 100:10000,100:100000]
 
 On its own two local clusters: the plain consume->produce loop once (the baseline), then per
 variant a fresh 12-partition source topic of 100 B records copied by the whole pipeline
@@ -35,7 +35,7 @@ def main() -> None:
     )
     parser.add_argument(
         "--variants",
-        default="100:10000,250:50000,1000:200000",
+        default="100:10000,100:100000,250:100000,1000:1000000",
         help="comma-separated INTERVAL_MS:MAX_RECORDS pairs",
     )
     args = parser.parse_args()

@@ -198,16 +198,29 @@ class RunTiming:
 
 
 def cpu_seconds(pids: Sequence[int | None]) -> float:
+    """CPU seconds of the processes and of their live descendants (a supervisor's workers)."""
     total = 0.0
-    for pid in pids:
-        if pid is None:
-            continue
+    for pid in (each for root in pids if root is not None for each in process_tree(root)):
         try:
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         except (FileNotFoundError, ProcessLookupError):
             continue
         total += (int(fields[11]) + int(fields[12])) / _CLK_TCK
     return total
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and every live descendant of it."""
+    tree, unseen = [], [pid]
+    while unseen:
+        each = unseen.pop()
+        tree.append(each)
+        try:
+            for task in Path(f"/proc/{each}/task").iterdir():
+                unseen += [int(child) for child in (task / "children").read_text().split()]
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return tree
 
 
 def await_copy(

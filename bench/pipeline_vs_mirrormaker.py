@@ -1,27 +1,33 @@
 """The whole pipeline (stage 1 + stage 2, exactly-once) beside a plain consume->produce loop and
 MirrorMaker 2, in one invocation on the same source data.
 
-    python bench/pipeline_vs_mirrormaker.py [--records-100b N] [--records-1kib N]
-        [--phases throughput,latency,recovery] [--mm2-recovery] [--verify]
+    python bench/pipeline_vs_mirrormaker.py [--records-100b N] [--records-1kib N] [--rounds N]
+        [--phases throughput,latency,recovery] [--latency-rates R,...] [--recovery-rate R]
+        [--mm2-recovery] [--staging-compression lz4,zstd,none] [--verify]
 
-Starts two local Kafka clusters (localkafka) and, for each record size (100 B and 1 KiB values,
-12 partitions, one header), fills one source topic and copies it four times, each into fresh
-destination topics on the target:
+Starts two local Kafka clusters (localkafka), copies an untimed warm-up topic with every
+candidate, and, for each record size (100 B and 1 KiB values, 12 partitions, one header), fills
+one source topic and copies it with each candidate, --rounds times in rotating order, each
+into fresh destination topics on the target:
   plain loop:     bench/replicator_throughput.py's loop in a process of its own: batched
                   consume(), produce() of every record (key, value, headers, timestamp, same
                   partition), idempotent, no transactions; not exactly-once;
-  pipeline:       `python -m replicator` and `python -m deduplicator` started together;
+  pipeline:       `python -m replicator` and `python -m deduplicator` started together (once per
+                  --staging-compression);
   MM2 at-least-once, MM2 exactly-once: MirrorMaker 2 in dedicated mode from the same Kafka
                   release (bench/mirrormaker.py), tasks.max = partitions, our producer settings.
 Each copy is timed from its first record appended on the target to the source's last record
 of every partition visible to a read_committed consumer of the destination (bench/flowmeter.py);
-start-up (a JVM, group joins) is reported apart. Then, at half the pipeline's 100 B rate:
+start-up (a JVM, group joins) is reported apart; the median round counts. Then:
   latency:   production time (CreateTime) to visibility on the destination, p50/p99, for the
-             pipeline and MirrorMaker 2 exactly-once;
-  recovery:  SIGKILL of the replicator, then of the deduplicator, then of both, each restarted
-             at once with the default configuration, while production goes on: the time
-             until the destination runs at >= 90 % of the produce rate again, and until it
-             has caught up (--mm2-recovery: the same for MM2 EOS).
+             pipeline and MirrorMaker 2 exactly-once at each --latency-rates (default 1 000,
+             20 000 and half the pipeline's 100 B rate);
+  recovery:  at --recovery-rate (default 20 000 records/s), SIGKILL of the replicator, then of
+             the deduplicator, then of both, each restarted at once with the default
+             configuration, while production goes on: when the first record produced after the
+             kill is visible, when the destination runs at >= 90 % of the produce rate again,
+             and when it has caught up; then every record checked on the destination
+             (--mm2-recovery: the same for MM2 EOS).
 Every value is different and about as compressible as real data (bench/payloads.py).
 Prints what it measured: ratios within one run on a noisy 2-core machine, never pass/fail.
 """
@@ -62,6 +68,7 @@ from bench.flowmeter import (
     exactly_once,
     percentile,
     probe_until_visible,
+    process_tree,
     source_tail,
 )
 from bench.mirrormaker import MirrorMaker2, ensure_mirrormaker
@@ -105,9 +112,9 @@ class Row:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    # Enough for >= 10 s of the fastest copy (the plain loop) on a quiet 2-core machine.
-    parser.add_argument("--records-100b", type=int, default=5_000_000)
-    parser.add_argument("--records-1kib", type=int, default=3_500_000)
+    # About 10 s of the fastest copy (the plain loop) on a quiet 2-core machine.
+    parser.add_argument("--records-100b", type=int, default=2_000_000)
+    parser.add_argument("--records-1kib", type=int, default=1_000_000)
     parser.add_argument(
         "--rounds",
         type=int,
@@ -137,7 +144,25 @@ def main() -> None:
         help="comma-separated records/s for the latency phase; 'max' is --rate (default: half "
         "the pipeline's 100 B rate: the paced producer shares the machine's cores)",
     )
+    parser.add_argument(
+        "--recovery-rate",
+        type=float,
+        default=20_000.0,
+        help="records/s while the recovery phase kills (one both candidates keep up with)",
+    )
     parser.add_argument("--mm2-recovery", action="store_true", help="also SIGKILL MM2 EOS")
+    parser.add_argument(
+        "--workers",
+        default="1",
+        help="comma-separated REPLICATION_WORKERS: the pipeline runs once more with each above 1",
+    )
+    parser.add_argument(
+        "--pipeline-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an environment variable of both stages (repeatable), e.g. a librdkafka property",
+    )
     parser.add_argument(
         "--staging-compression",
         default="lz4",
@@ -164,6 +189,8 @@ def main() -> None:
         try:
             bench = Bench(clusters, base, libs, verify=args.verify)
             bench.staging_compressions = args.staging_compression.split(",")
+            bench.pipeline_env = dict(item.split("=", 1) for item in args.pipeline_env)
+            bench.workers = [int(n) for n in args.workers.split(",")]
             rate = args.rate
             if "throughput" in phases:
                 if args.warm_up:
@@ -189,9 +216,10 @@ def main() -> None:
                     results.append(bench.latency("MM2 exactly-once", mm2_rate, f"lat{n}"))
                 report_latency(results)
             if "recovery" in phases:
-                report_recovery(bench.recovery_pipeline(rate), rate)
+                recovery_rate = args.recovery_rate
+                report_recovery(bench.recovery_pipeline(recovery_rate), recovery_rate)
                 if args.mm2_recovery:
-                    report_recovery(bench.recovery_mm2(rate), rate)
+                    report_recovery(bench.recovery_mm2(recovery_rate), recovery_rate)
         finally:
             gc.collect()  # clients of ours left in reference cycles: gone before their brokers
             for cluster in clusters:
@@ -218,6 +246,7 @@ class Bench:
         # Extra settings of both roles (bench/commit_limits.py varies the commit limits).
         self.pipeline_env: dict[str, str] = {}
         self.staging_compressions = ["lz4"]
+        self.workers = [1]  # REPLICATION_WORKERS of the pipeline's candidates beyond the first
 
     # -- throughput ---------------------------------------------------------------------------
 
@@ -287,6 +316,11 @@ class Bench:
             for n, compression in enumerate(self.staging_compressions)
         ]
         runs += [
+            (f"pipeline, {workers} workers", functools.partial(self._pipeline, workers=workers))
+            for workers in self.workers
+            if workers > 1
+        ]
+        runs += [
             ("MM2 at-least-once", functools.partial(self._mm2, exactly_once=False)),
             ("MM2 exactly-once", functools.partial(self._mm2, exactly_once=True)),
         ]
@@ -307,15 +341,22 @@ class Bench:
         return destination, timing
 
     def _pipeline(
-        self, topic: str, tail: SourceTail, tag: str, *, staging_compression: str = "lz4"
+        self,
+        topic: str,
+        tail: SourceTail,
+        tag: str,
+        *,
+        staging_compression: str = "lz4",
+        workers: int = 1,
     ) -> tuple[str, RunTiming]:
-        flow = f"bench-{topic}-{staging_compression}-{tag}"
-        rename = f"pipeline-{staging_compression}-{tag}.{{topic}}"
+        flow = f"bench-{topic}-{staging_compression}-{workers}-{tag}"
+        rename = f"pipeline-{staging_compression}-{workers}-{tag}.{{topic}}"
         destination = rename.format(topic=topic)
         launched = time.monotonic()
         env = {
             "REPLICATION_STAGING_COMPRESSION": staging_compression,
             "REPLICATION_DESTINATION_TOPIC": rename,
+            "REPLICATION_WORKERS": str(workers),
         }
         with self._roles(flow, topic, env) as (replicator, deduplicator):
             timing = self._await(
@@ -524,8 +565,11 @@ class Bench:
             started = []
             for role in ("replicator", "deduplicator"):
                 # The kit's process dies with the bench (even a SIGKILLed one): no role
-                # outlives the bench and its clusters.
-                process = RoleProcess(role, env, logs)
+                # outlives the bench and its clusters. Workers are started by the command line.
+                if env.get("REPLICATION_WORKERS", "1") == "1":
+                    process = RoleProcess(role, env, logs)
+                else:
+                    process = RoleProcess("exactly", env, logs, args=(role,), name=role)
                 started.append(stack.enter_context(process))
             yield started[0], started[1]
 
@@ -577,11 +621,13 @@ def _report_exactness(
 
 
 def _peak_rss_mib(pid: int | None) -> float:
-    """The most resident memory a process has had so far (the kernel's VmHWM)."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+    """The most resident memory one process of ``pid``'s tree has had so far (VmHWM)."""
+    peak = float("nan") if pid is None else 0.0
+    for each in [] if pid is None else process_tree(pid):
+        for line in Path(f"/proc/{each}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                peak = max(peak, int(line.split()[1]) / 1024)
+    return peak
 
 
 def _disk_mb(data_dir: Path, topic: str) -> float:

@@ -18,11 +18,10 @@ import argparse
 import os
 import re
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from runtime import produce_when_room
+from runtime import PREFETCH_DEFAULTS, produce_when_room
 from runtime.names import FlowNames
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -30,8 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from bench.clusters import bench_clusters
 from bench.payloads import Payloads
-from localkafka import LocalCluster, RoleProcess, start_all
+from localkafka import RoleProcess
 from replicator.clients import SOURCE_FETCH_PARTITION_BYTES
 
 PARTITIONS = 12
@@ -44,23 +44,16 @@ def main() -> None:
     parser.add_argument("--records-100b", type=int, default=1_000_000)
     parser.add_argument("--records-1kib", type=int, default=300_000)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="bench-replicator-") as tmp:
-        base = Path(tmp)
-        clusters = [LocalCluster.create(base / name, name) for name in ("source", "target")]
-        start_all(clusters, tie_to_parent=True)
+    with bench_clusters("bench-replicator-") as (base, clusters):
         source, target = (c.bootstrap_servers for c in clusters)
-        try:
-            rows = []
-            for size, count in ((100, args.records_100b), (1024, args.records_1kib)):
-                topic = f"bench-{size}"
-                _create(source, topic)
-                _fill(source, topic, size, count)
-                baseline = _baseline(source, target, topic, count)
-                stage1 = _stage1(source, target, topic, count, base)
-                rows.append((size, count, baseline, stage1))
-        finally:
-            for cluster in clusters:
-                cluster.stop()
+        rows = []
+        for size, count in ((100, args.records_100b), (1024, args.records_1kib)):
+            topic = f"bench-{size}"
+            _create(source, topic)
+            _fill(source, topic, size, count)
+            baseline = _baseline(source, target, topic, count)
+            stage1 = _stage1(source, target, topic, count, base)
+            rows.append((size, count, baseline, stage1))
     _report(rows)
 
 
@@ -111,8 +104,9 @@ def _baseline(
             "group.id": "bench-baseline",
             "enable.auto.commit": False,
             "isolation.level": "read_committed",
-            # Stage 1's fetch size: only the work differs.
+            # Stage 1's fetch settings: only the work differs.
             "max.partition.fetch.bytes": SOURCE_FETCH_PARTITION_BYTES,
+            **PREFETCH_DEFAULTS,
         }
     )
     # No delivery callback per record: the cheapest loop there is (a callback per record costs

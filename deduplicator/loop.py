@@ -28,6 +28,7 @@ from envelope import (
 )
 from runtime import (
     LIBRDKAFKA_LOG,
+    PREFETCH_DEFAULTS,
     ErrorClass,
     Settings,
     abort_or_replace,
@@ -59,6 +60,25 @@ RESTORE_DEADLINE_S = 120.0
 MAX_RECORD_BYTES = 64 * 1024 * 1024
 
 
+def consumer_config(
+    settings: Settings, on_error: Callable[[KafkaError], None]
+) -> dict[str, object]:
+    """Stage 2's staging consumer."""
+    return {
+        **PREFETCH_DEFAULTS,  # the user's values win
+        **settings.destination.client_config(),
+        "group.id": settings.names.deduplicator_group,
+        "enable.auto.commit": False,
+        # Invariant 6: only committed staging records; never an aborted one.
+        "isolation.level": "read_committed",
+        # A new flow reads staging from its beginning (stage 1 wrote it for us).
+        "auto.offset.reset": "earliest",
+        "logger": LIBRDKAFKA_LOG,
+        "error_cb": on_error,
+        **static_membership(settings, "deduplicator"),
+    }
+
+
 class Deduplicator:
     def __init__(
         self,
@@ -88,20 +108,7 @@ class Deduplicator:
         self._bytes = 0
         self._timestamps: list[int] = []
         self._destinations: dict[str, str | None] = {}
-        self.consumer = Consumer(
-            {
-                **settings.destination.client_config(),
-                "group.id": settings.names.deduplicator_group,
-                "enable.auto.commit": False,
-                # Invariant 6: only committed staging records; never an aborted one.
-                "isolation.level": "read_committed",
-                # A new flow reads staging from its beginning (stage 1 wrote it for us).
-                "auto.offset.reset": "earliest",
-                "logger": LIBRDKAFKA_LOG,
-                "error_cb": self._client_error,
-                **static_membership(settings, "deduplicator"),
-            }
-        )
+        self.consumer = Consumer(consumer_config(settings, self._client_error))
         self.producer = self._new_producer()
 
     def _new_producer(self) -> Producer:

@@ -9,7 +9,7 @@ from confluent_kafka import KafkaError
 
 from replicator.metrics import ReplicatorMetrics
 from replicator.topics import StagingTopic
-from runtime import LIBRDKAFKA_LOG, Settings, get_logger
+from runtime import LIBRDKAFKA_LOG, PREFETCH_DEFAULTS, Settings, get_logger
 from runtime.role import static_membership
 
 log = get_logger(__name__)
@@ -18,14 +18,16 @@ ErrorCallback = Callable[[KafkaError], None]
 
 # Bytes per source partition in one fetch: librdkafka's 1 MiB left stage 1 waiting for data
 # 20-30 % of the time at full speed (py-spy); 8 MiB copied 100 B records about 10 % faster
-# (bench/pipeline_vs_mirrormaker.py, which gives its baselines the same). fetch.max.bytes
-# (50 MB) and queued.max.messages.kbytes (64 MiB) still bound what one consumer holds.
+# (bench/pipeline_vs_mirrormaker.py, which gives its baselines the same). PREFETCH_DEFAULTS
+# (queued.max.messages.kbytes 32 MiB, which also caps fetch.max.bytes unless the user sets it)
+# still bound what one consumer holds.
 SOURCE_FETCH_PARTITION_BYTES = 8 * 1024 * 1024
 
 
 def consumer_config(settings: Settings, on_error: ErrorCallback) -> dict[str, object]:
     return {
         "max.partition.fetch.bytes": SOURCE_FETCH_PARTITION_BYTES,  # the user's value wins
+        **PREFETCH_DEFAULTS,
         **settings.source.client_config(),
         "group.id": settings.names.replicator_group,
         "enable.auto.commit": False,

@@ -1,6 +1,6 @@
 """What every process shares: settings, Kafka error classification, the runtime errors."""
 
-from runtime.clients import LIBRDKAFKA_LOG, admin_client
+from runtime.clients import LIBRDKAFKA_LOG, PREFETCH_DEFAULTS, admin_client
 from runtime.consuming import consume_ready
 from runtime.errors import (
     AbortableKafkaError,
@@ -28,6 +28,7 @@ from runtime.shutdown import GracefulShutdown
 
 __all__ = [
     "LIBRDKAFKA_LOG",
+    "PREFETCH_DEFAULTS",
     "AbortableKafkaError",
     "ClusterSettings",
     "ConfigError",

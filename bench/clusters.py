@@ -1,0 +1,25 @@
+"""The two throw-away local clusters every bench runs on: made in a temporary directory,
+started together, stopped and deleted when the bench ends (or dies: tie_to_parent)."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from localkafka import LocalCluster, start_all
+
+
+@contextmanager
+def bench_clusters(prefix: str) -> Iterator[tuple[Path, list[LocalCluster]]]:
+    """The bench's scratch directory and its started clusters, source then target."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        base = Path(tmp)
+        clusters = [LocalCluster.create(base / name, name) for name in ("source", "target")]
+        start_all(clusters, tie_to_parent=True)
+        try:
+            yield base, clusters
+        finally:
+            for cluster in clusters:
+                cluster.stop()
