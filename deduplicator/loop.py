@@ -58,6 +58,8 @@ RETRY_DEADLINE_S = TRANSACTION_TIMEOUT_MS / 1000
 # restore from the batch it reached, rather than being evicted from the group mid-restore.
 RESTORE_DEADLINE_S = 120.0
 MAX_RECORD_BYTES = 64 * 1024 * 1024
+# How long a failing process waits for its open transaction's abort before it exits anyway.
+ABORT_ON_FAILURE_S = 5.0
 
 
 def consumer_config(
@@ -164,6 +166,12 @@ class Deduplicator:
                         break  # rewound: the rest of this batch is read again from the commit
             if self._in_transaction:
                 self._commit_or_recover()
+        except BaseException:
+            # Never commit on the way out of a failure: close() revokes the partitions, and a
+            # commit there would carry staging offsets past the record that failed (with
+            # REPLICATION_ON_BAD_ENVELOPE=stop, the bad envelope itself), skipping it for good.
+            self._drop_transaction()
+            raise
         finally:
             self.consumer.close()
             self.producer.close()
@@ -423,6 +431,20 @@ class Deduplicator:
             # Invariant 6: if the abort fails, the producer that replaces ours fences it and
             # ends its transaction on the broker, so nothing of it can become visible.
             self.producer = abort_or_replace(self.producer, self._new_producer, TXN_TIMEOUT_S)
+        finally:
+            self._reset_transaction()
+
+    def _drop_transaction(self) -> None:
+        """End the open transaction without committing it, on the way out of a failure: an abort
+        if the producer can still do one soon, else the successor's init_transactions (same
+        transactional.id) or the transaction timeout ends it on the broker (invariant 6)."""
+        if not self._in_transaction:
+            return
+        self.metrics.transactions.labels("aborted").inc()
+        try:
+            self.producer.abort_transaction(ABORT_ON_FAILURE_S)
+        except KafkaException as exc:
+            log.warning("open transaction left to the broker to end", error=str(exc))
         finally:
             self._reset_transaction()
 

@@ -97,6 +97,10 @@ def read_client_properties(
             first = found[name].variable
             raise ConfigError(variable, f"{first} sets the same property; keep one of the two")
         raw = environ[variable]
+        if not _is_utf8(raw):
+            # A byte that is not UTF-8 reaches Python as a lone surrogate, which librdkafka's
+            # binding cannot pass on (a SystemError, not a message).
+            raise ConfigError(variable, "the value is not UTF-8 text")
         if from_file:
             found[name] = ClientProperty(
                 variable, name, _read_file(variable, raw), secret=True, path=raw
@@ -129,6 +133,14 @@ def _parse_variable(prefix: str, variable: str, bootstrap_variable: str) -> tupl
     if name == "logger":
         raise ConfigError(variable, "'logger' is a Python object, not a librdkafka property")
     return name, from_file
+
+
+def _is_utf8(value: str) -> bool:
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _property_name(suffix: str) -> str:

@@ -40,6 +40,7 @@ from runtime.properties import (
     read_client_properties,
 )
 from runtime.values import (
+    FLOW_NAME_MAX,
     TOPIC_PLACEHOLDER,
     check_flow_name,
     check_topic_name,
@@ -341,6 +342,21 @@ class Settings(BaseSettings):
                 f"{destination_topic}) for one topic, or {include} for many",
                 _render(self.topics_include),
             )
+        return self
+
+    @model_validator(mode="after")
+    def _room_for_workers(self) -> Settings:
+        # Each worker is named <identity>-<n>: checked here, where the user's variable can be
+        # named, rather than in a child that would reject a name the user never wrote.
+        if self.workers > 1 and self.instance_id is not None:
+            longest = f"{self.instance_id}-{self.workers}"
+            if len(longest) > FLOW_NAME_MAX:
+                raise ConfigError(
+                    "REPLICATION_INSTANCE_ID",
+                    f"is too long for REPLICATION_WORKERS={self.workers}: its workers are "
+                    f"named <id>-<n> ({longest[:20]}...), at most {FLOW_NAME_MAX} characters",
+                    self.instance_id,
+                )
         return self
 
     def destination_topic(self, source_topic: str) -> str | None:

@@ -428,3 +428,67 @@ def test_a_garbage_staging_record_is_dead_lettered_and_the_rest_flows_on(
     assert "dead-lettered" in deduplicator.log_text()
     assert deduplicator.terminate(30) == 0
     assert replicator.terminate(30) == 0
+
+
+def test_with_on_bad_envelope_stop_a_garbage_record_stops_stage_2_every_time(
+    source_cluster, target_cluster, unique_topic, roles, tmp_path
+):
+    """REPLICATION_ON_BAD_ENVELOPE=stop: the bad record stops stage 2 (exit 1, a line naming it)
+    and is never committed past, so the restarted instance stops on the same record again
+    rather than skip it (invariant 7: nothing silently skipped)."""
+    topic = unique_topic("stop")
+    create_topic(source_cluster.bootstrap_servers, topic, 1)
+    flow = unique_topic("flow").replace(".", "-")[-90:]
+    names = FlowNames(flow)
+    env = {
+        "KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS": source_cluster.bootstrap_servers,
+        "KAFKA_CLUSTERS_DESTINATION_BOOTSTRAP_SERVERS": target_cluster.bootstrap_servers,
+        "REPLICATION_TOPICS_INCLUDE": re.escape(topic),
+        "REPLICATION_FLOW": flow,
+        "REPLICATION_STAGING_PARTITIONS": "1",
+        "REPLICATION_ON_BAD_ENVELOPE": "stop",
+        "METRICS_PORT": "0",
+        "STATE_DIR": str(tmp_path / "state"),
+    }
+    producer = Producer({"bootstrap.servers": source_cluster.bootstrap_servers})
+    for i in range(50):
+        producer.produce(topic, value=b"before-%d" % i)
+    assert producer.flush(30) == 0
+    replicator = roles.start("replicator", env)
+    deduplicator = roles.start("deduplicator", env)
+    source = read_source(source_cluster.bootstrap_servers, [topic])
+    assert_exactly_once(source_cluster, source, _await_destination(target_cluster, source))
+
+    garbage = Producer({"bootstrap.servers": target_cluster.bootstrap_servers})
+    delivered = []
+    garbage.produce(
+        names.staging,
+        value=b"\x00not an envelope",
+        partition=0,
+        on_delivery=lambda error, message: delivered.append(message.offset()),
+    )
+    assert garbage.flush(30) == 0
+    bad_offset = delivered[0]
+    for i in range(50):
+        producer.produce(topic, value=b"after-%d" % i)
+    assert producer.flush(30) == 0
+
+    line = f"staging record at partition 0 offset {bad_offset}: not an envelope"
+    assert deduplicator.wait(60) == 1
+    assert line in deduplicator.log_text()
+    again = roles.start("deduplicator", env)
+    assert again.wait(60) == 1
+    assert line in again.log_text()
+
+    group = Consumer(
+        {
+            "bootstrap.servers": target_cluster.bootstrap_servers,
+            "group.id": names.deduplicator_group,
+        }
+    )
+    try:
+        [committed] = group.committed([TopicPartition(names.staging, 0)], timeout=30)
+    finally:
+        group.close()
+    assert committed.offset <= bad_offset
+    assert replicator.terminate(30) == 0

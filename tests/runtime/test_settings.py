@@ -498,3 +498,18 @@ def test_settings_name_the_flow_s_topics_from_its_name_and_staging_override():
     assert load(REPLICATION_FLOW="eu").names.staging == "__exactly.eu.staging"
     overridden = load(REPLICATION_FLOW="eu", REPLICATION_STAGING_TOPIC="stage-eu").names
     assert (overridden.staging, overridden.checkpoints) == ("stage-eu", "__exactly.eu.checkpoints")
+
+
+def test_an_instance_id_without_room_for_its_workers_names_both_variables():
+    assert load(REPLICATION_INSTANCE_ID="a" * 98, REPLICATION_WORKERS="9").workers == 9
+    error = config_error(REPLICATION_INSTANCE_ID="a" * 98, REPLICATION_WORKERS="10")
+    assert error.variable == "REPLICATION_INSTANCE_ID"
+    assert "REPLICATION_WORKERS=10" in str(error)
+
+
+def test_a_property_value_that_is_not_utf8_names_its_variable():
+    # os.environ hands a non-UTF-8 byte to Python as a lone surrogate (surrogateescape).
+    error = config_error(
+        **{f"{SOURCE}PROPERTIES_CLIENT_ID": b"caf\xe9".decode(errors="surrogateescape")}
+    )
+    assert str(error) == f"{SOURCE}PROPERTIES_CLIENT_ID: the value is not UTF-8 text"
