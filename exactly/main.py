@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from exactly.chaos_command import chaos
 from exactly.config_command import config
 from exactly.demo_command import demo
 from exactly.kafka_command import kafka
@@ -56,6 +57,7 @@ def run() -> None:
 cli.add_command(kafka)
 cli.add_command(config)
 cli.add_command(demo)
+cli.add_command(chaos)
 cli.add_command(validate)
 
 

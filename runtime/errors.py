@@ -34,6 +34,7 @@ ExactlyError                        root: every package's errors derive from it
 │   └── IncompleteError             the audit could not finish: no verdict (exit 3)
 ├── DemoError                       exactly demo: a failure of the demo itself, not a verdict
 │   └── GroupNotMovedError          the failover step's group did not arrive on the target
+├── ChaosError                      exactly chaos: a failure of the run itself, not a verdict
 └── RoleNotDrainedError             exactly run: a supervised role did not drain cleanly
 
 Each package's errors.py holds its own classes and says what they mean; ``tests/runtime``

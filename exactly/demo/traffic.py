@@ -10,6 +10,7 @@ consumer may ever see them, on the source or on the destination.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -111,13 +112,18 @@ class TrafficCounts:
     committed: int
     aborted: int
     transactions: int
+    # Records of transactions whose commit failed for a reason other than an abort (a broker
+    # down past the timeout): committed or not, only the source log can tell.
+    uncertain: int = 0
 
 
 class SampleTraffic:
     """Produces `records_per_second` records in transactions of `burst` from a daemon thread.
 
     stop() ends it after the current transaction. A failure stops the thread and is kept in
-    `error`, for the demo to report: the traffic never dies silently.
+    `error`, for the demo to report: the traffic never dies silently. With `ride_out`
+    (`exactly chaos`, whose brokers die under it) a failed transaction is counted as uncertain
+    instead and the traffic goes on with a new producer, as an application would.
     """
 
     def __init__(
@@ -127,14 +133,16 @@ class SampleTraffic:
         records_per_second: float,
         burst: int = 25,
         abort_every: int = 8,
+        ride_out: bool = False,
     ) -> None:
         self._bootstrap = bootstrap_servers
         self._interval_s = burst / records_per_second
         self._burst = burst
         self._abort_every = abort_every
+        self._ride_out = ride_out
         self._stop = threading.Event()
         self._lock = threading.Lock()
-        self._committed = self._aborted = self._transactions = 0
+        self._committed = self._aborted = self._transactions = self._uncertain = 0
         self._thread = threading.Thread(target=self._run, name="demo-traffic", daemon=True)
         self.error: str | None = None
 
@@ -149,13 +157,15 @@ class SampleTraffic:
     @property
     def counts(self) -> TrafficCounts:
         with self._lock:
-            return TrafficCounts(self._committed, self._aborted, self._transactions)
+            return TrafficCounts(
+                self._committed, self._aborted, self._transactions, self._uncertain
+            )
 
     def _run(self) -> None:
         try:
             producer = _TransactionalProducer(self._bootstrap, TRANSACTIONAL_ID)
             try:
-                self._produce_until_stopped(producer)
+                producer = self._produce_until_stopped(producer)
             finally:
                 producer.close()
         except (KafkaException, ExactlyError) as exc:
@@ -163,22 +173,48 @@ class SampleTraffic:
         except Exception as exc:  # a thread must not die silently; the demo reports it
             self.error = f"the sample producer crashed: {exc!r}"
 
-    def _produce_until_stopped(self, producer: _TransactionalProducer) -> None:
+    def _produce_until_stopped(self, producer: _TransactionalProducer) -> _TransactionalProducer:
+        """Produce until stopped; the producer in use then (a replacement, after a failure)."""
         n = 0
         next_at = time.monotonic()
         while not self._stop.is_set():
             abort = self._abort_every > 0 and (self._transactions + 1) % self._abort_every == 0
             records = [sample_record(i) for i in range(n, n + self._burst)]
-            committed = producer.transaction(records, abort=abort)
+            try:
+                committed: bool | None = producer.transaction(records, abort=abort)
+            except (KafkaException, ExactlyError):
+                if not self._ride_out:
+                    raise
+                committed = None
             n += self._burst
             with self._lock:
                 self._transactions += 1
-                if committed:
+                if committed is None:
+                    self._uncertain += len(records)
+                elif committed:
                     self._committed += len(records)
                 else:
                     self._aborted += len(records)
+            if committed is None:
+                replaced = self._replace(producer)
+                if replaced is None:
+                    break  # stopped while the cluster was still out of reach
+                producer = replaced
+                next_at = time.monotonic()  # the steady rate again, not a burst to catch up
             next_at += self._interval_s
             self._stop.wait(max(0.0, next_at - time.monotonic()))
+        return producer
+
+    def _replace(self, producer: _TransactionalProducer) -> _TransactionalProducer | None:
+        """A new producer of the same transactional id (it fences the old one and ends its
+        transaction), retried until it exists; None when the traffic is stopped first."""
+        producer.discard()
+        while not self._stop.is_set():
+            try:
+                return _TransactionalProducer(self._bootstrap, TRANSACTIONAL_ID)
+            except (KafkaException, ExactlyError):
+                self._stop.wait(1.0)
+        return None
 
 
 class _TransactionalProducer:
@@ -204,6 +240,12 @@ class _TransactionalProducer:
 
     def close(self) -> None:
         self._producer.flush(_TIMEOUT_S)
+
+    def discard(self) -> None:
+        """Drop what is queued, without waiting for a broker that may be gone."""
+        with contextlib.suppress(KafkaException):
+            self._producer.purge()
+            self._producer.flush(0)
 
     def _new_producer(self) -> Producer:
         producer = Producer(self._config)

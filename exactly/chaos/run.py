@@ -1,0 +1,415 @@
+"""The chaos run's timeline, and the clean-up that leaves no process behind.
+
+    fresh clusters -> sample topics -> traffic on (transactional, some transactions aborted)
+    -> replicator, two deduplicators sharing the staging partitions, offsetsync
+    -> the fault window: chaos/plan.py's faults begin and end at their times, overlapping;
+       a role that exits by itself is restarted, as an orchestrator would
+    -> traffic off -> drain: the destination holds as many records as were committed (bounded)
+    -> the failover: a consumer group stops halfway on the source and must resume on the
+       target at exactly its next record
+    -> SIGTERM every role (each must drain, exit 0) -> the record-by-record verdict -> report
+
+Clean only when all hold: every source record once on the destination, in order, unchanged
+(key, value, headers, timestamp); nothing of an aborted transaction; the group resumed exactly;
+every role drained. The clusters are the run's own, made fresh in its directory: a chaos run
+never touches a cluster it was not given.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from exactly.chaos.errors import ChaosError
+from exactly.chaos.plan import SESSION_TIMEOUT_S, Fault, Targets, count_by_kind, plan_faults
+from exactly.chaos.report import write_report
+from exactly.chaos.world import Instance, World
+from exactly.demo.clusters import DemoClusters, DemoLock
+from exactly.demo.destination import DestinationWatch
+from exactly.demo.failover import (
+    FailoverResult,
+    GroupNotMovedError,
+    await_moved,
+    resume_and_compare,
+    stop_halfway,
+)
+from exactly.demo.progress import DemoView, RoleStatus, Snapshot
+from exactly.demo.traffic import INCLUDE_PATTERN, TOPICS, SampleTraffic, create_topics
+from exactly.demo.verdict import Verdict, judge, read_committed
+from exactly.roles import DEDUPLICATOR, OFFSETSYNC, REPLICATOR
+from localkafka import RoleProcess, default_state_dir, free_ports
+
+FLOW = "chaos"
+DEDUPLICATORS = 2
+FAILOVER_GROUP = "chaos-app"
+FAILOVER_TOPIC = TOPICS[0].name
+_TICK_S = 0.5
+_SAMPLE_EVERY_S = 1.0
+_WATCH_BUDGET_S = 0.2
+_READ_TIMEOUT_S = 120.0
+_MOVE_TIMEOUT_S = 60.0
+_ROLE_STOP_TIMEOUT_S = 60.0
+_STAGING_PARTITIONS = 6
+_FIRST_RECORDS_TIMEOUT_S = 180.0
+# Drained: the destination gained nothing for this long (and holds every certain record).
+_QUIET_S = 5.0
+
+
+def chaos_directory() -> Path:
+    """The chaos run's clusters, logs and state, apart from the demo's and `exactly kafka`'s."""
+    return default_state_dir() / "chaos"
+
+
+@dataclass(frozen=True, slots=True)
+class ChaosOptions:
+    minutes: float = 10.0
+    faults: int = 200
+    rate: float = 2000.0  # records/s produced to the source for the whole fault window
+    seed: int = 0
+    drain_timeout_s: float = 300.0
+
+
+@dataclass
+class ChaosOutcome:
+    verdict: Verdict | None = None
+    failover: FailoverResult | None = None
+    drained: dict[str, int | None] = field(default_factory=dict)  # role -> SIGTERM exit status
+    failover_error: str | None = None
+
+    @property
+    def clean(self) -> bool:
+        return (
+            self.verdict is not None
+            and self.verdict.clean
+            and self.failover is not None
+            and self.failover.exact
+            and bool(self.drained)
+            and all(status == 0 for status in self.drained.values())
+        )
+
+
+class ChaosRun:
+    def __init__(self, options: ChaosOptions, view: DemoView, directory: Path) -> None:
+        self.options = options
+        self.view = view
+        self.directory = directory
+        self.run_dir = directory / "run"
+        self.outcome = ChaosOutcome()
+        self._lock = DemoLock(directory)
+        self._clusters = DemoClusters(directory)
+        self._traffic: SampleTraffic | None = None
+        self._watch: DestinationWatch | None = None
+        self._world: World | None = None
+        self._faults: list[Fault] = []
+        self._timeline: list[dict[str, object]] = []  # each fault: planned and as applied
+        self._samples: list[dict[str, float]] = []
+        self._phase = "starting"
+        self._window_start = time.monotonic()  # reset when the fault window opens
+        self._drain_s: float | None = None
+
+    # -- the timeline -----------------------------------------------------------------------------
+
+    def run(self) -> ChaosOutcome:
+        window_s = self.options.minutes * 60
+        targets = Targets(
+            roles=(REPLICATOR, *self._deduplicators(), OFFSETSYNC),
+            deduplicators=self._deduplicators(),
+            clusters=("source", "target"),
+        )
+        self._faults = plan_faults(self.options.seed, window_s, self.options.faults, targets)
+        self._lock.acquire()
+        self.view.say(f"starting two fresh Kafka clusters in {self.directory}")
+        self._clusters.start()
+        shutil.rmtree(self.run_dir, ignore_errors=True)
+        self.run_dir.mkdir(parents=True)
+        create_topics(self._clusters.source.bootstrap_servers)
+        self._traffic = SampleTraffic(
+            self._clusters.source.bootstrap_servers,
+            records_per_second=self.options.rate,
+            ride_out=True,
+        )
+        self._traffic.start()
+        self._world = self._start_roles()
+        self._watch = DestinationWatch(
+            self._clusters.target.bootstrap_servers, [t.name for t in TOPICS]
+        )
+        kinds = ", ".join(f"{n} {kind}" for kind, n in count_by_kind(self._faults).items())
+        self.view.say(
+            f"{len(self._faults)} faults over {window_s:.0f} s ({kinds}), seed "
+            f"{self.options.seed}; {self.options.rate:.0f} records/s into the source"
+        )
+        self.view.start_live(self._snapshot())
+        self._await_first_records()
+        self._fault_window(window_s)
+        self._traffic.stop()
+        self._check_traffic()
+        self._drain()
+        self.view.stop_live(self._snapshot())
+        self.outcome.failover = self._fail_over()
+        self._stop_roles()
+        self.outcome.verdict = self._verdict()
+        return self.outcome
+
+    def _deduplicators(self) -> tuple[str, ...]:
+        return tuple(f"{DEDUPLICATOR}-{n}" for n in range(1, DEDUPLICATORS + 1))
+
+    def _start_roles(self) -> World:
+        names = [REPLICATOR, *self._deduplicators(), OFFSETSYNC]
+        instances: dict[str, Instance] = {}
+        for name, port in zip(names, free_ports(len(names)), strict=True):
+            role = name.split("-")[0]
+            env = self._role_env(name, port)
+            state_dir = Path(env["STATE_DIR"]) if role == DEDUPLICATOR else None
+            process = RoleProcess(
+                role, env, self.run_dir, name=name, cwd=self.run_dir, metrics_port=port
+            )
+            instances[name] = Instance(process.start(), state_dir)
+            self.view.say(f"started {name} (pid {process.pid}), log {process.log_path}")
+        clusters = {"source": self._clusters.source, "target": self._clusters.target}
+        return World(instances, clusters, self._window_start)
+
+    def _role_env(self, name: str, metrics_port: int) -> dict[str, str]:
+        session_ms = str(int(SESSION_TIMEOUT_S * 1000))
+        return {
+            "KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS": self._clusters.source.bootstrap_servers,
+            "KAFKA_CLUSTERS_DESTINATION_BOOTSTRAP_SERVERS": self._clusters.target.bootstrap_servers,
+            # Short sessions, so that a frozen instance is evicted within the run and wakes
+            # as a zombie whose writes must be fenced (chaos/plan.py holds it past them).
+            "KAFKA_CLUSTERS_SOURCE_PROPERTIES_SESSION_TIMEOUT_MS": session_ms,
+            "KAFKA_CLUSTERS_DESTINATION_PROPERTIES_SESSION_TIMEOUT_MS": session_ms,
+            "REPLICATION_TOPICS_INCLUDE": INCLUDE_PATTERN,
+            "REPLICATION_FLOW": FLOW,
+            "REPLICATION_INSTANCE_ID": f"chaos-{name}",
+            "REPLICATION_STAGING_PARTITIONS": str(_STAGING_PARTITIONS),
+            "STATE_DIR": str(self.run_dir / f"state-{name}"),
+            "METRICS_PORT": str(metrics_port),
+            "OFFSETSYNC_GROUPS_INCLUDE": FAILOVER_GROUP,
+            "OFFSETSYNC_INTERVAL_MS": "1000",
+        }
+
+    def _fault_window(self, window_s: float) -> None:
+        assert self._world is not None
+        window_start = self._window_start = time.monotonic()
+        self._world.started = window_start
+        pending = list(self._faults)
+        active: list[tuple[Fault, dict[str, object]]] = []
+        next_sample = window_start
+        while pending or active or time.monotonic() - window_start < window_s:
+            now = time.monotonic() - window_start
+            while pending and pending[0].at_s <= now:
+                fault = pending.pop(0)
+                entry: dict[str, object] = {
+                    "kind": fault.kind.value,
+                    "target": fault.target,
+                    "planned_at_s": round(fault.at_s, 1),
+                    "hold_s": round(fault.hold_s, 1),
+                    "began_s": round(now, 1),
+                }
+                self._world.begin(fault)
+                active.append((fault, entry))
+                self._timeline.append(entry)
+            for fault, entry in [pair for pair in active if pair[0].ends_s <= now]:
+                self._world.end(fault)
+                entry["ended_s"] = round(time.monotonic() - window_start, 1)
+                active.remove((fault, entry))
+            self._world.supervise()
+            self._check_traffic()
+            if time.monotonic() >= next_sample:
+                self._sample(now)
+                next_sample += _SAMPLE_EVERY_S
+            self._phase = (
+                f"fault window {now:.0f}/{window_s:.0f} s: {len(self._timeline)} of "
+                f"{len(self._faults)} faults begun, active: "
+                + (", ".join(f"{f.kind.value} {f.target}" for f, _ in active) or "none")
+            )
+            self._tick()
+
+    def _await_first_records(self) -> None:
+        """The faults begin once records flow end to end: a start-up under faults proves
+        little and could keep a short run from copying anything at all."""
+        assert self._world is not None
+        self._phase = "waiting for the first records on the destination"
+        started = time.monotonic()
+        while self._destination_count() == 0:
+            if time.monotonic() - started > _FIRST_RECORDS_TIMEOUT_S:
+                raise ChaosError(
+                    f"no record reached the destination within {_FIRST_RECORDS_TIMEOUT_S:.0f} s "
+                    f"of the roles' start, before any fault (logs in {self.run_dir})"
+                )
+            self._world.supervise()
+            self._check_traffic()
+            self._tick()
+        self.view.say(
+            f"records flow end to end after {time.monotonic() - started:.1f} s: the faults begin"
+        )
+
+    def _drain(self) -> None:
+        """Until the destination holds every surely committed record and has gained nothing
+        for a while (transactions of unknown outcome may add more), or the drain times out."""
+        assert self._traffic is not None
+        assert self._world is not None
+        self._phase = "draining"
+        committed = self._traffic.counts.committed
+        started = last_change = time.monotonic()
+        seen = -1
+        while True:
+            count = self._destination_count()
+            if count != seen:
+                seen, last_change = count, time.monotonic()
+            if count >= committed and time.monotonic() - last_change >= _QUIET_S:
+                break
+            if time.monotonic() - started > self.options.drain_timeout_s:
+                self.view.say(
+                    f"the destination did not drain within {self.options.drain_timeout_s:.0f} s: "
+                    f"{self._destination_count()} of {committed} records; the verdict says which",
+                    style="bold red",
+                )
+                return
+            self._world.supervise()
+            self._sample(time.monotonic() - self._window_start)
+            self._tick()
+        self._drain_s = last_change - started
+        self.view.say(
+            f"drained: {seen} records on the destination "
+            f"{self._drain_s:.1f} s after the fault window"
+        )
+
+    def _fail_over(self) -> FailoverResult | None:
+        """The group's failover; None (and the reason in the outcome) when offsetsync did not
+        move it in time: a verdict against the run, not a failure of the run itself."""
+        self._phase = f"moving {FAILOVER_GROUP} to the target"
+        stopped = stop_halfway(
+            self._clusters.source.bootstrap_servers, FAILOVER_GROUP, FAILOVER_TOPIC
+        )
+        try:
+            await_moved(self._clusters.target.bootstrap_servers, stopped, _MOVE_TIMEOUT_S)
+        except GroupNotMovedError as exc:
+            self.outcome.failover_error = str(exc)
+            self.view.say(f"FAILOVER FAILED: {exc}", style="bold red")
+            return None
+        result = resume_and_compare(self._clusters.target.bootstrap_servers, stopped)
+        self.view.show_failover(result, FAILOVER_GROUP, FAILOVER_TOPIC)
+        return result
+
+    def _stop_roles(self) -> None:
+        assert self._world is not None
+        for name, instance in self._world.instances.items():
+            status = instance.process.terminate(_ROLE_STOP_TIMEOUT_S)
+            self.outcome.drained[name] = status
+            if status != 0:
+                self.view.say(
+                    f"{name} did not drain cleanly on SIGTERM (exit {status})\n"
+                    f"{instance.process.log_tail(15)}",
+                    style="bold red",
+                )
+
+    def _verdict(self) -> Verdict:
+        self._phase = "comparing"
+        topics = [t.name for t in TOPICS]
+        source = read_committed(self._clusters.source.bootstrap_servers, topics, _READ_TIMEOUT_S)
+        destination = read_committed(
+            self._clusters.target.bootstrap_servers, topics, _READ_TIMEOUT_S
+        )
+        verdict = judge(self._clusters.source.cluster_id, source, destination)
+        aborted = self._traffic.counts.aborted if self._traffic is not None else 0
+        self.view.show_verdict(verdict, aborted)
+        return verdict
+
+    # -- every tick ---------------------------------------------------------------------------
+
+    def _tick(self) -> None:
+        ends = time.monotonic() + _TICK_S
+        if self._watch is not None:
+            self._watch.poll(_WATCH_BUDGET_S)
+        self.view.update(self._snapshot())
+        time.sleep(max(0.0, ends - time.monotonic()))
+
+    def _sample(self, at_s: float) -> None:
+        assert self._traffic is not None
+        self._samples.append(
+            {
+                "t": round(at_s, 1),
+                "committed": self._traffic.counts.committed,
+                "destination": self._destination_count(),
+            }
+        )
+
+    def _destination_count(self) -> int:
+        return self._watch.count if self._watch is not None else 0
+
+    def _check_traffic(self) -> None:
+        if self._traffic is not None and self._traffic.error:
+            raise ChaosError(self._traffic.error)
+
+    def _snapshot(self) -> Snapshot:
+        counts = self._traffic.counts if self._traffic is not None else None
+        instances = self._world.instances if self._world is not None else {}
+        return Snapshot(
+            phase=self._phase,
+            committed=counts.committed if counts else 0,
+            aborted=counts.aborted if counts else 0,
+            staged=None,
+            destination=self._destination_count(),
+            duplicates=None,
+            orphans=None,
+            dead_letters=None,
+            roles=tuple(
+                RoleStatus(name, i.process.is_running(), i.process.pid, i.process.starts)
+                for name, i in instances.items()
+            ),
+        )
+
+    # -- the report and the clean-up ----------------------------------------------------------
+
+    def report(self, report_dir: Path) -> Path:
+        instances = self._world.instances if self._world is not None else {}
+        return write_report(
+            report_dir,
+            options=self.options,
+            faults=self._timeline,
+            planned=len(self._faults),
+            samples=self._samples,
+            roles={
+                name: {
+                    "starts": i.process.starts,
+                    "unexpected_exits": i.exits,
+                    "sigterm_exit": self.outcome.drained.get(name),
+                    "peak_rss_mib": round(i.peak_rss_mib, 1),
+                }
+                for name, i in instances.items()
+            },
+            traffic=self._traffic.counts if self._traffic is not None else None,
+            drain_s=self._drain_s,
+            outcome=self.outcome,
+        )
+
+    def cleanup(self) -> bool:
+        """Stop everything this run started; whether nothing is left running. Never raises."""
+        self._quietly("stopping the display", lambda: self.view.stop_live())
+        if self._traffic is not None:
+            self._quietly("stopping the sample producer", self._traffic.stop)
+        if self._watch is not None:
+            self._quietly("closing the destination consumer", self._watch.close)
+            self._watch = None
+        instances = self._world.instances if self._world is not None else {}
+        for name, instance in instances.items():
+            if instance.process.is_running():
+                self._quietly(f"stopping {name}", instance.process.kill)
+        self._quietly("stopping the clusters", self._clusters.stop)
+        self._lock.release()
+        left = [
+            f"{n} (pid {i.process.pid})" for n, i in instances.items() if i.process.is_running()
+        ]
+        left += [f"cluster {name}" for name in self._clusters.running()]
+        if left:
+            self.view.say(f"still running after the clean-up: {', '.join(left)}", style="bold red")
+        return not left
+
+    def _quietly(self, what: str, action: Callable[[], object]) -> None:
+        try:
+            action()
+        except Exception as exc:  # clean-up goes on with the next step whatever this one did
+            self.view.say(f"{what} failed: {exc}", style="red")

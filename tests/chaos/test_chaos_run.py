@@ -1,0 +1,78 @@
+"""`exactly chaos` as a user runs it: faults of every kind under traffic, then the verdicts, the
+report, and nothing left running."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.cli.test_demo import _survivors
+from tests.commands import run_exactly
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    return {**os.environ, "LOCALKAFKA_STATE_DIR": str(tmp_path / "state")}
+
+
+# Behind `make chaos` until the recoveries the longer runs found are fixed (issue 17's note):
+# after overlapping broker faults, offsetsync can take longer than the failover's minute.
+@pytest.mark.chaos
+@pytest.mark.kafka
+def test_a_short_chaos_run_injects_every_kind_of_fault_and_ends_exactly_once(tmp_path):
+    report_dir = tmp_path / "report"
+    result = run_exactly(
+        "chaos",
+        "--minutes",
+        "1",
+        "--faults",
+        "12",
+        "--rate",
+        "400",
+        "--seed",
+        "5",
+        "--report",
+        str(report_dir),
+        env=_env(tmp_path),
+        timeout_s=600,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert "CHAOS RUN CLEAN" in output
+    assert "Traceback" not in output
+    report = json.loads((report_dir / "chaos-report.json").read_text())
+    assert report["clean"] is True
+    assert report["faults_injected"] == 12
+    assert all(count >= 1 for count in report["faults_by_kind"].values()), report["faults_by_kind"]
+    assert all("ended_s" in fault for fault in report["fault_timeline"])
+    assert report["records_committed"] > 10_000
+    assert report["records_aborted"] > 0
+    verdict = report["verdict"]
+    assert (verdict["missing"], verdict["duplicated"], verdict["changed"]) == (0, 0, 0)
+    assert verdict["matched"] == verdict["source"]
+    # Transactions whose commit outcome the producer never learnt (a broker died under it)
+    # may be in the source log or not; the verdict reads the log.
+    committed, uncertain = report["records_committed"], report["records_uncertain"]
+    assert committed <= verdict["source"] <= committed + uncertain
+    assert report["failover"]["exact"] is True
+    assert {role["sigterm_exit"] for role in report["roles"].values()} == {0}
+    assert all(role["peak_rss_mib"] > 0 for role in report["roles"].values())
+    assert _survivors(tmp_path) == []
+
+
+def test_more_faults_than_fit_stop_before_any_cluster_starts(tmp_path):
+    result = run_exactly(
+        "chaos",
+        "--minutes",
+        "0.5",
+        "--faults",
+        "500",
+        "--report",
+        str(tmp_path / "r"),
+        env=_env(tmp_path),
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "faults do not fit in 30 s" in result.stderr
+    assert not (tmp_path / "state" / "chaos").exists()
