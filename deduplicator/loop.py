@@ -50,6 +50,12 @@ TXN_TIMEOUT_S = 30.0
 TRANSACTION_TIMEOUT_MS = 60000
 # A transactional call still blocked this long after its own timeout is hung (runtime.deadline).
 HARD_DEADLINE_S = TXN_TIMEOUT_S + 30.0
+# send_offsets_to_transaction is the call that hangs (librdkafka #5456, #5511, after the target
+# broker died): a short timeout, retried within RETRY_DEADLINE_S like any retriable error, lets
+# its hard deadline be short too. With 30 s + 30 s, each hang stalled the copy for 60 s in
+# `exactly chaos` runs.
+SEND_OFFSETS_TIMEOUT_S = 10.0
+SEND_OFFSETS_HARD_DEADLINE_S = SEND_OFFSETS_TIMEOUT_S + 5.0
 # How long a retriable error of one transactional call is retried before the transaction is
 # given up (aborted) or, for the commit itself, the process restarts from the committed truth.
 RETRY_DEADLINE_S = TRANSACTION_TIMEOUT_MS / 1000
@@ -360,8 +366,8 @@ class Deduplicator:
         group = self.consumer.consumer_group_metadata()
 
         def send_offsets() -> None:
-            with hard_deadline(HARD_DEADLINE_S, "send_offsets_to_transaction"):
-                self.producer.send_offsets_to_transaction(offsets, group, TXN_TIMEOUT_S)
+            with hard_deadline(SEND_OFFSETS_HARD_DEADLINE_S, "send_offsets_to_transaction"):
+                self.producer.send_offsets_to_transaction(offsets, group, SEND_OFFSETS_TIMEOUT_S)
 
         def commit() -> None:
             with hard_deadline(HARD_DEADLINE_S, "commit_transaction"):

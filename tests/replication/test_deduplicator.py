@@ -10,7 +10,7 @@ import shutil
 import time
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from envelope import HEADER_PROVENANCE, decode_provenance
 from runtime import ErrorClass, classify, kafka_error_of
@@ -211,13 +211,23 @@ def test_exactly_once_through_thirty_sigkills_of_each_stage(
     _crash_run(source_cluster, target_cluster, unique_topic, roles, tmp_path, kills=30)
 
 
-def _destination_ends(bootstrap: str, topic: str, partitions: int) -> list[int]:
+def _destination_ends(
+    bootstrap: str, topic: str, partitions: int, *, missing: int | None = None
+) -> list[int]:
+    """The end offsets; ``missing`` for each while the topic does not exist yet or has no
+    leader yet (else raises)."""
     reader = Consumer({"bootstrap.servers": bootstrap, "group.id": "watermarks"})
     try:
         return [
             reader.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
             for p in range(partitions)
         ]
+    except KafkaException as exc:
+        error = kafka_error_of(exc)
+        new_topic = error.code() == KafkaError._UNKNOWN_PARTITION
+        if missing is None or not (new_topic or classify(error) is ErrorClass.RETRIABLE):
+            raise
+        return [missing] * partitions
     finally:
         reader.close()
 
@@ -262,7 +272,8 @@ def test_with_the_defaults_both_stages_sigkilled_at_once_flow_again_within_secon
     ) as producer:
         stages = [roles.start("replicator", env), roles.start("deduplicator", env)]
         stages[1].wait_for_log(r'staging partitions assigned" partitions=\d', timeout_s=60)
-        while sum(_destination_ends(target_cluster.bootstrap_servers, topic, 4)) == 0:
+        # Stage 1 creates the destination topic: until then its partitions are unknown.
+        while sum(_destination_ends(target_cluster.bootstrap_servers, topic, 4, missing=0)) == 0:
             time.sleep(0.2)
         for stage in stages:
             stage.kill()
