@@ -3,6 +3,7 @@ started together, stopped and deleted when the bench ends (or dies: tie_to_paren
 
 from __future__ import annotations
 
+import gc
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,5 +22,6 @@ def bench_clusters(prefix: str) -> Iterator[tuple[Path, list[LocalCluster]]]:
         try:
             yield base, clusters
         finally:
+            gc.collect()  # clients of ours left in reference cycles: gone before their brokers
             for cluster in clusters:
                 cluster.stop()

@@ -13,18 +13,16 @@ read_committed visibility) at each of the given rates, after an untimed warm-up 
 from __future__ import annotations
 
 import argparse
-import gc
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.clusters import bench_clusters
 from bench.flowmeter import percentile, source_tail
 from bench.mirrormaker import ensure_mirrormaker
 from bench.pipeline_vs_mirrormaker import Bench
 from bench.replicator_throughput import _create, _fill
-from localkafka import LocalCluster, start_all
 
 
 def main() -> None:
@@ -40,49 +38,41 @@ def main() -> None:
     )
     args = parser.parse_args()
     variants = [tuple(int(x) for x in v.split(":")) for v in args.variants.split(",")]
-    with tempfile.TemporaryDirectory(prefix="bench-commit-") as tmp:
-        base = Path(tmp)
-        clusters = [LocalCluster.create(base / name, name) for name in ("source", "target")]
-        start_all(clusters, tie_to_parent=True)
-        try:
-            bench = Bench(clusters, base, ensure_mirrormaker(), verify=False)
-            bench.warm_up(200_000)
-            rates = [float(rate) for rate in args.rates.split(",")]
-            rows = []
-            baseline = 0.0  # records/s of the plain loop, measured with the first variant
-            for interval_ms, max_records in variants:
-                topic = f"commit-{interval_ms}-{max_records}"
-                _create(bench.source, topic)
-                _fill(bench.source, topic, 100, args.records)
-                tail = source_tail(bench.source, topic, 12)
-                if not baseline:
-                    _, timing = bench._plain(topic, tail, "c")
-                    baseline = tail.total / timing.seconds
-                    print(f"plain loop: {baseline:,.0f} records/s", flush=True)
-                bench.pipeline_env = {
-                    "REPLICATION_COMMIT_INTERVAL_MS": str(interval_ms),
-                    "REPLICATION_COMMIT_MAX_RECORDS": str(max_records),
-                }
-                _, timing = bench._pipeline(topic, tail, "c")
-                throughput = tail.total / timing.seconds
-                latencies = [
-                    bench.latency("pipeline", rate, tag=f"lat-{interval_ms}-{max_records}-{n}")[2]
-                    for n, rate in enumerate(rates)
-                ]
-                rows.append((interval_ms, max_records, throughput, latencies))
-                print(
-                    f"{interval_ms} ms / {max_records} records: {throughput:,.0f} records/s, "
-                    + ", ".join(
-                        f"at {rate:,.0f}/s p50 {percentile(lat, 50):.0f} ms p99 "
-                        f"{percentile(lat, 99):.0f} ms"
-                        for rate, lat in zip(rates, latencies, strict=True)
-                    ),
-                    flush=True,
-                )
-        finally:
-            gc.collect()
-            for cluster in clusters:
-                cluster.stop()
+    with bench_clusters("bench-commit-") as (base, clusters):
+        bench = Bench(clusters, base, ensure_mirrormaker(), verify=False)
+        bench.warm_up(200_000)
+        rates = [float(rate) for rate in args.rates.split(",")]
+        rows = []
+        baseline = 0.0  # records/s of the plain loop, measured with the first variant
+        for interval_ms, max_records in variants:
+            topic = f"commit-{interval_ms}-{max_records}"
+            _create(bench.source, topic)
+            _fill(bench.source, topic, 100, args.records)
+            tail = source_tail(bench.source, topic, 12)
+            if not baseline:
+                _, timing = bench._plain(topic, tail, "c")
+                baseline = tail.total / timing.seconds
+                print(f"plain loop: {baseline:,.0f} records/s", flush=True)
+            bench.pipeline_env = {
+                "REPLICATION_COMMIT_INTERVAL_MS": str(interval_ms),
+                "REPLICATION_COMMIT_MAX_RECORDS": str(max_records),
+            }
+            _, timing = bench._pipeline(topic, tail, "c")
+            throughput = tail.total / timing.seconds
+            latencies = [
+                bench.latency("pipeline", rate, tag=f"lat-{interval_ms}-{max_records}-{n}")[2]
+                for n, rate in enumerate(rates)
+            ]
+            rows.append((interval_ms, max_records, throughput, latencies))
+            print(
+                f"{interval_ms} ms / {max_records} records: {throughput:,.0f} records/s, "
+                + ", ".join(
+                    f"at {rate:,.0f}/s p50 {percentile(lat, 50):.0f} ms p99 "
+                    f"{percentile(lat, 99):.0f} ms"
+                    for rate, lat in zip(rates, latencies, strict=True)
+                ),
+                flush=True,
+            )
     print(f"\n100 B records; plain loop {baseline:,.0f} records/s; latency p50/p99 in ms")
     print(
         f"{'interval ms':>12} {'max records':>12} {'records/s':>11} {'x plain':>8} "

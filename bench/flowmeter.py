@@ -37,7 +37,7 @@ from bench.payloads import Payloads
 
 # In a child: the kernel SIGKILLs it when the bench dies, even by SIGKILL.
 from envelope import HEADER_PROVENANCE, encode_provenance
-from localkafka import die_with_parent
+from localkafka import die_with_parent, process_tree
 from runtime import produce_when_room
 
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -207,20 +207,6 @@ def cpu_seconds(pids: Sequence[int | None]) -> float:
             continue
         total += (int(fields[11]) + int(fields[12])) / _CLK_TCK
     return total
-
-
-def process_tree(pid: int) -> list[int]:
-    """``pid`` and every live descendant of it."""
-    tree, unseen = [], [pid]
-    while unseen:
-        each = unseen.pop()
-        tree.append(each)
-        try:
-            for task in Path(f"/proc/{each}/task").iterdir():
-                unseen += [int(child) for child in (task / "children").read_text().split()]
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-    return tree
 
 
 def await_copy(

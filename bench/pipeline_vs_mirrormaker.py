@@ -36,11 +36,9 @@ from __future__ import annotations
 
 import argparse
 import functools
-import gc
 import re
 import signal
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, closing, contextmanager
@@ -53,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from confluent_kafka import Consumer, TopicPartition
 
+from bench.clusters import bench_clusters
 from bench.flowmeter import (
     ChildRun,
     EndOffsets,
@@ -68,7 +67,6 @@ from bench.flowmeter import (
     exactly_once,
     percentile,
     probe_until_visible,
-    process_tree,
     source_tail,
 )
 from bench.mirrormaker import MirrorMaker2, ensure_mirrormaker
@@ -81,7 +79,7 @@ from bench.replicator_throughput import (
     _fill,
     _producer_settings,
 )
-from localkafka import LocalCluster, RoleProcess, start_all
+from localkafka import LocalCluster, RoleProcess, peak_rss_mib
 from replicator.clients import SOURCE_FETCH_PARTITION_BYTES
 from replicator.loop import CONSUME_BATCH
 
@@ -182,48 +180,40 @@ def main() -> None:
     signal.signal(signal.SIGTERM, _interrupt)
     libs = ensure_mirrormaker()
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="bench-pipeline-") as tmp:
-        base = Path(tmp)
-        clusters = [LocalCluster.create(base / name, name) for name in ("source", "target")]
-        start_all(clusters, tie_to_parent=True)
-        try:
-            bench = Bench(clusters, base, libs, verify=args.verify)
-            bench.staging_compressions = args.staging_compression.split(",")
-            bench.pipeline_env = dict(item.split("=", 1) for item in args.pipeline_env)
-            bench.workers = [int(n) for n in args.workers.split(",")]
-            rate = args.rate
-            if "throughput" in phases:
-                if args.warm_up:
-                    bench.warm_up(args.warm_up)
-                rows = []
-                for size, count in ((100, args.records_100b), (1024, args.records_1kib)):
-                    row = bench.throughput(size, count, args.rounds)
-                    rows.append(row)
-                    report_throughput(row)
-                rate = rate or rows[0].count / rows[0].timings["pipeline"].seconds / 2
-                report_summary(rows)
-            if "latency" in phases:
-                mm2_max = (
-                    rows[0].count / rows[0].timings["MM2 exactly-once"].seconds
-                    if "throughput" in phases
-                    else None
-                )
-                results = []
-                for n, latency_rate in enumerate(_latency_rates(args.latency_rates, rate)):
-                    # MM2 at the same load, unless that is more than half its own maximum.
-                    mm2_rate = latency_rate if mm2_max is None else min(latency_rate, mm2_max / 2)
-                    results.append(bench.latency("pipeline", latency_rate, f"lat{n}"))
-                    results.append(bench.latency("MM2 exactly-once", mm2_rate, f"lat{n}"))
-                report_latency(results)
-            if "recovery" in phases:
-                recovery_rate = args.recovery_rate
-                report_recovery(bench.recovery_pipeline(recovery_rate), recovery_rate)
-                if args.mm2_recovery:
-                    report_recovery(bench.recovery_mm2(recovery_rate), recovery_rate)
-        finally:
-            gc.collect()  # clients of ours left in reference cycles: gone before their brokers
-            for cluster in clusters:
-                cluster.stop()
+    with bench_clusters("bench-pipeline-") as (base, clusters):
+        bench = Bench(clusters, base, libs, verify=args.verify)
+        bench.staging_compressions = args.staging_compression.split(",")
+        bench.pipeline_env = dict(item.split("=", 1) for item in args.pipeline_env)
+        bench.workers = [int(n) for n in args.workers.split(",")]
+        rate = args.rate
+        if "throughput" in phases:
+            if args.warm_up:
+                bench.warm_up(args.warm_up)
+            rows = []
+            for size, count in ((100, args.records_100b), (1024, args.records_1kib)):
+                row = bench.throughput(size, count, args.rounds)
+                rows.append(row)
+                report_throughput(row)
+            rate = rate or rows[0].count / rows[0].timings["pipeline"].seconds / 2
+            report_summary(rows)
+        if "latency" in phases:
+            mm2_max = (
+                rows[0].count / rows[0].timings["MM2 exactly-once"].seconds
+                if "throughput" in phases
+                else None
+            )
+            results = []
+            for n, latency_rate in enumerate(_latency_rates(args.latency_rates, rate)):
+                # MM2 at the same load, unless that is more than half its own maximum.
+                mm2_rate = latency_rate if mm2_max is None else min(latency_rate, mm2_max / 2)
+                results.append(bench.latency("pipeline", latency_rate, f"lat{n}"))
+                results.append(bench.latency("MM2 exactly-once", mm2_rate, f"lat{n}"))
+            report_latency(results)
+        if "recovery" in phases:
+            recovery_rate = args.recovery_rate
+            report_recovery(bench.recovery_pipeline(recovery_rate), recovery_rate)
+            if args.mm2_recovery:
+                report_recovery(bench.recovery_mm2(recovery_rate), recovery_rate)
     print(f"\nbench took {time.monotonic() - started:.0f} s")
 
 
@@ -622,12 +612,7 @@ def _report_exactness(
 
 def _peak_rss_mib(pid: int | None) -> float:
     """The most resident memory one process of ``pid``'s tree has had so far (VmHWM)."""
-    peak = float("nan") if pid is None else 0.0
-    for each in [] if pid is None else process_tree(pid):
-        for line in Path(f"/proc/{each}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                peak = max(peak, int(line.split()[1]) / 1024)
-    return peak
+    return float("nan") if pid is None else peak_rss_mib(pid)
 
 
 def _disk_mb(data_dir: Path, topic: str) -> float:

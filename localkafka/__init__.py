@@ -14,7 +14,13 @@ from localkafka.errors import (
 )
 from localkafka.install import KAFKA_VERSION, KafkaDistribution, ensure_kafka
 from localkafka.ports import ROLE_PORTS, free_port, free_port_block, free_ports, port_is_free
-from localkafka.processes import RoleProcess, die_with_parent, log_tail
+from localkafka.processes import (
+    RoleProcess,
+    die_with_parent,
+    log_tail,
+    peak_rss_mib,
+    process_tree,
+)
 from localkafka.readiness import wait_until_ready
 from localkafka.registry import DEFAULT_NAMES, ClusterRegistry, default_state_dir, start_all
 
@@ -38,7 +44,9 @@ __all__ = [
     "free_port_block",
     "free_ports",
     "log_tail",
+    "peak_rss_mib",
     "port_is_free",
+    "process_tree",
     "start_all",
     "wait_until_ready",
 ]

@@ -1,6 +1,6 @@
 """A role (``python -m <module>``) as a child process, the way the demo, ``exactly run``, the
 tests and the benches start, crash, restart and stop one; and the pieces of it others reuse
-(``die_with_parent``, ``log_tail``).
+(``die_with_parent``, ``log_tail``, ``process_tree``, ``peak_rss_mib``).
 
 Each process runs in a session of its own, so a SIGKILL reaches the role's children too and
 Ctrl-C in a terminal reaches only the parent, which stops the roles itself; and with a
@@ -31,6 +31,34 @@ from runtime.settings import role_environment
 _PR_SET_PDEATHSIG = 1
 _KILL_WAIT_S = 30.0
 _POLL_S = 0.1
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and every live descendant of it (a supervisor's workers, say)."""
+    tree, unseen = [], [pid]
+    while unseen:
+        each = unseen.pop()
+        tree.append(each)
+        try:
+            for task in Path(f"/proc/{each}/task").iterdir():
+                unseen += [int(child) for child in (task / "children").read_text().split()]
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return tree
+
+
+def peak_rss_mib(pid: int) -> float:
+    """The most resident memory one process of ``pid``'s tree has had so far (the kernel's
+    VmHWM); 0 for a process that is gone."""
+    peak = 0.0
+    for each in process_tree(pid):
+        try:
+            for line in Path(f"/proc/{each}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    peak = max(peak, int(line.split()[1]) / 1024)
+        except OSError:  # it ended a moment ago
+            continue
+    return peak
 
 
 def die_with_parent() -> Callable[[], None] | None:

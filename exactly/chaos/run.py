@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import shutil
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from exactly.chaos.errors import ChaosError
 from exactly.chaos.plan import SESSION_TIMEOUT_S, Fault, Targets, count_by_kind, plan_faults
 from exactly.chaos.report import write_report
 from exactly.chaos.world import Instance, World
+from exactly.demo.cleanup import clean_up
 from exactly.demo.clusters import DemoClusters, DemoLock
 from exactly.demo.destination import DestinationWatch
 from exactly.demo.failover import (
@@ -43,7 +43,7 @@ from exactly.roles import DEDUPLICATOR, OFFSETSYNC, REPLICATOR
 from localkafka import RoleProcess, default_state_dir, free_ports
 
 FLOW = "chaos"
-DEDUPLICATORS = 2
+DEDUPLICATORS = tuple(f"{DEDUPLICATOR}-{n}" for n in (1, 2))  # sharing the staging partitions
 FAILOVER_GROUP = "chaos-app"
 FAILOVER_TOPIC = TOPICS[0].name
 _TICK_S = 0.5
@@ -115,8 +115,8 @@ class ChaosRun:
     def run(self) -> ChaosOutcome:
         window_s = self.options.minutes * 60
         targets = Targets(
-            roles=(REPLICATOR, *self._deduplicators(), OFFSETSYNC),
-            deduplicators=self._deduplicators(),
+            roles=(REPLICATOR, *DEDUPLICATORS, OFFSETSYNC),
+            deduplicators=DEDUPLICATORS,
             clusters=("source", "target"),
         )
         self._faults = plan_faults(self.options.seed, window_s, self.options.faults, targets)
@@ -153,11 +153,8 @@ class ChaosRun:
         self.outcome.verdict = self._verdict()
         return self.outcome
 
-    def _deduplicators(self) -> tuple[str, ...]:
-        return tuple(f"{DEDUPLICATOR}-{n}" for n in range(1, DEDUPLICATORS + 1))
-
     def _start_roles(self) -> World:
-        names = [REPLICATOR, *self._deduplicators(), OFFSETSYNC]
+        names = [REPLICATOR, *DEDUPLICATORS, OFFSETSYNC]
         instances: dict[str, Instance] = {}
         for name, port in zip(names, free_ports(len(names)), strict=True):
             role = name.split("-")[0]
@@ -388,28 +385,15 @@ class ChaosRun:
 
     def cleanup(self) -> bool:
         """Stop everything this run started; whether nothing is left running. Never raises."""
-        self._quietly("stopping the display", lambda: self.view.stop_live())
-        if self._traffic is not None:
-            self._quietly("stopping the sample producer", self._traffic.stop)
-        if self._watch is not None:
-            self._quietly("closing the destination consumer", self._watch.close)
-            self._watch = None
+        watch, self._watch = self._watch, None
         instances = self._world.instances if self._world is not None else {}
-        for name, instance in instances.items():
-            if instance.process.is_running():
-                self._quietly(f"stopping {name}", instance.process.kill)
-        self._quietly("stopping the clusters", self._clusters.stop)
-        self._lock.release()
-        left = [
-            f"{n} (pid {i.process.pid})" for n, i in instances.items() if i.process.is_running()
-        ]
-        left += [f"cluster {name}" for name in self._clusters.running()]
-        if left:
-            self.view.say(f"still running after the clean-up: {', '.join(left)}", style="bold red")
-        return not left
-
-    def _quietly(self, what: str, action: Callable[[], object]) -> None:
-        try:
-            action()
-        except Exception as exc:  # clean-up goes on with the next step whatever this one did
-            self.view.say(f"{what} failed: {exc}", style="red")
+        return clean_up(
+            self.view,
+            traffic=self._traffic,
+            watch=watch,
+            roles={name: instance.process for name, instance in instances.items()},
+            # SIGKILL: a frozen (SIGSTOPped) instance would not answer SIGTERM.
+            stop_role=lambda process: process.kill(),
+            clusters=self._clusters,
+            lock=self._lock,
+        )

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from exactly.chaos.errors import ChaosError
 from exactly.chaos.plan import Fault, Kind
-from localkafka import LocalCluster, RoleProcess
+from localkafka import LocalCluster, RoleProcess, peak_rss_mib
 
 EXIT_CONFIG = 2
 
@@ -31,10 +31,6 @@ class Instance:
     state_dir: Path | None = None
     exits: list[dict[str, object]] = field(default_factory=list)  # unexpected: (t, status)
     peak_rss_mib: float = 0.0
-
-    @property
-    def name(self) -> str:
-        return self.process.name
 
 
 class World:
@@ -78,7 +74,7 @@ class World:
         for name, instance in self.instances.items():
             process = instance.process
             if process.pid is not None and process.is_running():
-                instance.peak_rss_mib = max(instance.peak_rss_mib, _peak_rss_mib(process.pid))
+                instance.peak_rss_mib = max(instance.peak_rss_mib, peak_rss_mib(process.pid))
             if name in self._held:
                 continue
             status = process.unexpected_exit()
@@ -99,13 +95,3 @@ class World:
             # It may have died a moment ago: supervise restarts it once the fault ends.
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, number)  # its own session: the group is the role and its children
-
-
-def _peak_rss_mib(pid: int) -> float:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0

@@ -18,13 +18,12 @@ cleanup() runs whatever happened (a verdict, an error, Ctrl-C): traffic stopped,
 
 from __future__ import annotations
 
-import functools
 import shutil
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from exactly.demo.cleanup import clean_up
 from exactly.demo.clusters import SOURCE_NAME, TARGET_NAME, DemoClusters, DemoLock
 from exactly.demo.destination import DestinationWatch
 from exactly.demo.errors import DemoError
@@ -371,32 +370,14 @@ class DemoRun:
     # -- clean-up ---------------------------------------------------------------------------------
 
     def cleanup(self) -> bool:
-        """Stop everything this run started; whether nothing is left running.
-
-        Never raises: what fails is said, and the next step runs all the same.
-        """
-        self._quietly("stopping the display", lambda: self.view.stop_live())
-        if self._traffic is not None:
-            self._quietly("stopping the sample producer", self._traffic.stop)
-        if self._watch is not None:
-            self._quietly("closing the destination consumer", self._watch.close)
-            self._watch = None
-        for role, process in self._roles.items():
-            if process.is_running():
-                self._quietly(
-                    f"stopping the {role}",
-                    functools.partial(process.terminate, _CLEANUP_ROLE_STOP_TIMEOUT_S),
-                )
-        self._quietly("stopping the clusters", self._clusters.stop)
-        self._lock.release()
-        left = [f"{role} (pid {p.pid})" for role, p in self._roles.items() if p.is_running()]
-        left += [f"cluster {name}" for name in self._clusters.running()]
-        if left:
-            self.view.say(f"still running after the clean-up: {', '.join(left)}", style="bold red")
-        return not left
-
-    def _quietly(self, what: str, action: Callable[[], object]) -> None:
-        try:
-            action()
-        except Exception as exc:  # clean-up goes on with the next step whatever this one did
-            self.view.say(f"{what} failed: {exc}", style="red")
+        """Stop everything this run started; whether nothing is left running. Never raises."""
+        watch, self._watch = self._watch, None
+        return clean_up(
+            self.view,
+            traffic=self._traffic,
+            watch=watch,
+            roles=self._roles,
+            stop_role=lambda process: process.terminate(_CLEANUP_ROLE_STOP_TIMEOUT_S),
+            clusters=self._clusters,
+            lock=self._lock,
+        )
