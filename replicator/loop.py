@@ -114,7 +114,7 @@ class Replicator:
             messages = consume_ready(self.consumer, CONSUME_BATCH, CONSUME_TIMEOUT_S)
             if messages:
                 self._replicate(messages)
-            self.producer.poll(0)
+            self._serve_producer()
             if self._fatal is not None:
                 raise KafkaException(self._fatal)
             if self._session_error is not None:
@@ -286,13 +286,14 @@ class Replicator:
         """
         lanes = self.lanes.values() if lanes is None else lanes
         if why is Why.HANDOVER:  # step 1
-            remaining = self.producer.flush(flush_s)
+            remaining = self._serve_producer(flush_s, flush=True)
             if remaining:
                 log.warning("envelopes unacknowledged; they will be read again", count=remaining)
         elif why is Why.SESSION_END:
             self._session += 1  # the old producer's late reports no longer touch any lane
-            self.producer.purge()
-        self.producer.poll(0)
+            self._retire_producer()
+        else:
+            self._serve_producer()
         moved = [  # step 2
             lane for lane in lanes if lane.committable >= 0 and lane.committable > lane.committed
         ]
@@ -312,6 +313,33 @@ class Replicator:
                     position = TopicPartition(lane.topic, lane.partition, lane.committable)
                     self.consumer.seek(position)
             self.producer = self._new_producer()
+
+    def _serve_producer(self, timeout_s: float = 0.0, *, flush: bool = False) -> int:
+        """Serve delivery reports; returns the envelopes still unacknowledged.
+
+        The client raises a producer's fatal error from ``poll``/``flush`` (a gap, with
+        ``enable.gapless.guarantee``): invariant 2 makes that the end of the session, whose
+        restart rewinds every lane, never the end of the process.
+        """
+        try:
+            served = self.producer.flush(timeout_s) if flush else self.producer.poll(timeout_s)
+            return int(served)
+        except KafkaException as exc:
+            error = kafka_error_of(exc)
+            if not error.fatal():
+                raise
+            if self._session_error is None:
+                self._session_error = f"fatal:{error.name()}"
+            return len(self.producer)
+
+    def _retire_producer(self) -> None:
+        """Drop the session's producer without serving it again. Purging its in-flight
+        requests is itself a gap to a gapless producer, which turns fatal a moment later: that
+        error belongs to the session just ended, so nothing may poll this producer again (a
+        poll raised it and stopped the process, found by a broker paused past the stall
+        timeout)."""
+        with contextlib.suppress(KafkaException):
+            self.producer.purge()
 
     def _end_session(self) -> None:
         """ANY delivery error, a produce error or a stall ends the session (invariant 2)."""
