@@ -8,20 +8,38 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from runtime.errors import TopicSetupError
-from runtime.kafka_errors import kafka_error_of
+from runtime.kafka_errors import ErrorClass, call_retrying, classify, kafka_error_of
+from runtime.logs import get_logger
+
+log = get_logger(__name__)
 
 _TIMEOUT_S = 30.0
+# A role starting while a broker restarts (a crash, a rolling upgrade) waits it out: transport
+# failures and leader elections are retried this long before start-up fails (exactly chaos
+# found the deduplicator exiting on "Broker transport failure" instead).
+_STARTUP_PATIENCE_S = 120.0
 
 
 def ensure_topic(admin: AdminClient, topic: NewTopic) -> None:
     """Create `topic` unless it exists, then wait until every partition has a leader."""
+
+    def create() -> None:
+        try:
+            admin.create_topics([topic])[topic.topic].result(timeout=_TIMEOUT_S)
+        except KafkaException as exc:
+            # Another instance of the flow may have created it a moment ago: that is success.
+            if kafka_error_of(exc).code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise
+
     try:
-        admin.create_topics([topic])[topic.topic].result(timeout=_TIMEOUT_S)
+        call_retrying(create, deadline_s=_STARTUP_PATIENCE_S, backoff_s=1.0, on_retry=_waiting)
     except KafkaException as exc:
-        # Another instance of the flow may have created it a moment ago: that is success.
-        if kafka_error_of(exc).code() != KafkaError.TOPIC_ALREADY_EXISTS:
-            raise TopicSetupError(f"could not create topic {topic.topic}: {exc}") from exc
+        raise TopicSetupError(f"could not create topic {topic.topic}: {exc}") from exc
     await_leaders(admin, topic.topic)
+
+
+def _waiting(error: KafkaError) -> None:
+    log.warning("cluster not ready; retrying", error=error.str())
 
 
 def await_leaders(admin: AdminClient, topic: str) -> None:
@@ -29,7 +47,14 @@ def await_leaders(admin: AdminClient, topic: str) -> None:
     # or describing it in that moment fails with "unknown partition".
     deadline = time.monotonic() + _TIMEOUT_S
     while time.monotonic() < deadline:
-        found = admin.list_topics(topic, timeout=_TIMEOUT_S).topics.get(topic)
+        try:
+            found = admin.list_topics(topic, timeout=_TIMEOUT_S).topics.get(topic)
+        except KafkaException as exc:
+            error = kafka_error_of(exc)
+            if classify(error) is not ErrorClass.RETRIABLE:
+                raise TopicSetupError(f"could not describe topic {topic}: {error.str()}") from exc
+            found = None  # a broker restarting: the deadline bounds the wait
+            _waiting(error)
         if (
             found is not None
             and found.error is None
