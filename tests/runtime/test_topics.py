@@ -42,4 +42,5 @@ def test_a_topic_is_created_once_the_broker_is_back_not_a_failed_start_up(
     creating.join(90)
     assert outcome == [None]
     topic = admin.list_topics(name, timeout=30).topics[name]
-    assert topic.error is None and len(topic.partitions) == 2
+    assert topic.error is None
+    assert len(topic.partitions) == 2
