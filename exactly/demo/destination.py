@@ -7,25 +7,23 @@ appear when stage 1 creates them; the watch picks each up as soon as it has led 
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Iterable
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from exactly.demo.quiet import QUIET_CLIENT_LOG
+
 _BATCH = 1000
 _METADATA_EVERY_S = 2.0
-_QUIET = logging.getLogger("exactly.demo.client")
-_QUIET.addHandler(logging.NullHandler())
-_QUIET.propagate = False
 
 
 class DestinationWatch:
     """poll() reads what arrived; `count` is every readable destination record seen so far."""
 
     def __init__(self, bootstrap_servers: str, topics: Iterable[str]) -> None:
-        base = {"bootstrap.servers": bootstrap_servers, "logger": _QUIET}
+        base = {"bootstrap.servers": bootstrap_servers, "logger": QUIET_CLIENT_LOG}
         self._consumer = Consumer(
             {
                 **base,

@@ -14,7 +14,6 @@ the offset-sync tests use them too.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
@@ -24,6 +23,7 @@ from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 from envelope import HEADER_PROVENANCE
 from exactly.demo.errors import DemoError
+from exactly.demo.quiet import QUIET_CLIENT_LOG
 from exactly.demo.verdict import Record, read_committed
 
 ALL = -1  # process every record: a caught-up group
@@ -31,10 +31,6 @@ _TIMEOUT_S = 60.0
 _CONSUME_BATCH = 100
 _POLL_S = 0.2
 _AWAIT_POLL_S = 0.1
-_QUIET = logging.getLogger("exactly.demo.client")
-if not _QUIET.handlers:
-    _QUIET.addHandler(logging.NullHandler())
-_QUIET.propagate = False
 
 Headers = tuple[tuple[str, bytes | None], ...]
 # What a record is, wherever it was read: key, value, headers without `exactly.origin`,
@@ -135,7 +131,7 @@ def await_moved(
             "bootstrap.servers": bootstrap,
             "group.id": stopped.group,
             "enable.auto.commit": False,
-            "logger": _QUIET,
+            "logger": QUIET_CLIENT_LOG,
         }
     )
     there: set[int] = set()
@@ -204,7 +200,7 @@ def process_and_stop(
             "group.id": group,
             "enable.auto.commit": False,
             "isolation.level": "read_committed",
-            "logger": _QUIET,
+            "logger": QUIET_CLIENT_LOG,
         }
     )
     try:
@@ -255,7 +251,7 @@ def resume_on_target(
             "enable.auto.commit": False,
             "isolation.level": "read_committed",
             "auto.offset.reset": "error",
-            "logger": _QUIET,
+            "logger": QUIET_CLIENT_LOG,
         }
     )
     try:

@@ -21,6 +21,7 @@ from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from exactly.demo.errors import DemoError
+from exactly.demo.quiet import QUIET_CLIENT_LOG
 from runtime import (
     ExactlyError,
     abort_or_replace,
@@ -65,7 +66,7 @@ class SampleRecord:
 
 
 def create_topics(bootstrap_servers: str, topics: Iterable[DemoTopic] = TOPICS) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers, "logger": QUIET_CLIENT_LOG})
     for topic in topics:
         try:
             ensure_topic(
@@ -225,6 +226,7 @@ class _TransactionalProducer:
             "bootstrap.servers": bootstrap_servers,
             "transactional.id": transactional_id,
             "linger.ms": 5,
+            "logger": QUIET_CLIENT_LOG,
         }
         self._producer = self._new_producer()
 

@@ -14,7 +14,6 @@ not a committed source record at all: a record of an aborted transaction, say).
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -22,15 +21,13 @@ from dataclasses import dataclass, field
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
 
 from envelope import HEADER_PROVENANCE, Provenance, decode_provenance
+from exactly.demo.quiet import QUIET_CLIENT_LOG
 
 Partition = tuple[str, int]
 Headers = tuple[tuple[str, bytes | None], ...]
 EXAMPLES_PER_PARTITION = 3
 _BATCH = 1000
 _POLL_S = 0.2
-_QUIET = logging.getLogger("exactly.demo.client")
-_QUIET.addHandler(logging.NullHandler())
-_QUIET.propagate = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +60,7 @@ def read_committed(bootstrap_servers: str, topics: Iterable[str], timeout_s: flo
             "group.id": "exactly-demo-verdict",  # assign() only: the group is never joined
             "enable.auto.commit": False,
             "isolation.level": "read_committed",
-            "logger": _QUIET,
+            "logger": QUIET_CLIENT_LOG,
         }
     )
     try:
