@@ -71,6 +71,10 @@ _TRANSIENT_CODES = frozenset(
         # The admin client's ListOffsets while no broker leads the partition yet (a restart):
         # "Failed to query partition leaders: No leaders found".
         KafkaError._NOENT,
+        # The broker a call was waiting on left the client's metadata (it restarted and came
+        # back): "Broker handle destroyed without termination". The same call on the broker's
+        # new handle succeeds (exactly chaos found a deduplicator exiting on it).
+        KafkaError._DESTROY_BROKER,
     }
 )
 
