@@ -133,7 +133,7 @@ class ClusterReader:
                 if active and time.monotonic() > deadline:
                     raise ReadTimeoutError(
                         f"partitions not read to their end in {_TIMEOUT_S:.0f} s: "
-                        + ", ".join(f"{t}[{p}]" for t, p in sorted(active))
+                        + self._describe_stuck(active, ends)
                     )
         finally:
             # A pause outlives unassign(): resume, or the next scan of a partition reads nothing.
@@ -174,6 +174,20 @@ class ClusterReader:
             if tp.offset >= ends[key]:
                 cursors[key].end()
                 self._done(key, active)
+
+    def _describe_stuck(self, active: Mapping[Key, int], ends: Mapping[Key, int]) -> str:
+        """Each unfinished partition with its position and its range's end: what an operator
+        needs to tell a slow broker from a stuck transaction."""
+        try:
+            positions = {
+                (tp.topic, tp.partition): tp.offset
+                for tp in self._consumer.position([TopicPartition(t, p) for t, p in active])
+            }
+        except KafkaException:
+            positions = {}
+        return ", ".join(
+            f"{t}[{p}] at {positions.get((t, p), '?')} of {ends[(t, p)]}" for t, p in sorted(active)
+        )
 
     def _done(self, key: Key, active: dict[Key, int]) -> None:
         del active[key]

@@ -1,0 +1,83 @@
+"""The chaos run can fail: with the dedup rule or stage 1's commit order broken on purpose (a
+mutant loaded into every role through `sitecustomize`), the same run that is clean with the real
+code ends NOT CLEAN, and its verdict names what the mutant broke."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.commands import run_exactly
+
+# Stage 2 writes a duplicate again instead of dropping it (invariant 4 broken).
+DEDUP_RULE_MUTANT = """
+import dataclasses
+import deduplicator.rule as rule
+
+_judge = rule.judge
+
+
+def judge(state, envelope):
+    verdict = _judge(state, envelope)
+    if verdict.duplicates and not verdict.orphan and not verdict.stale:
+        return dataclasses.replace(verdict, accepted=tuple(envelope.rows), duplicates=0)
+    return verdict
+
+
+rule.judge = judge
+"""
+
+# Stage 1 commits a source offset when its envelope is sent, not when staging acknowledged it
+# (invariant 3 broken): records in flight when the target broker dies are committed, then lost.
+COMMIT_ORDER_MUTANT = """
+import replicator.lanes as lanes
+
+_sent = lanes.Lane.sent
+
+
+def sent(self, last_offset, now):
+    self.committable = max(self.committable, last_offset + 1)
+    return _sent(self, last_offset, now)
+
+
+lanes.Lane.sent = sent
+"""
+
+
+@pytest.mark.chaos
+@pytest.mark.kafka
+@pytest.mark.parametrize(
+    ("mutant", "finding"),
+    [
+        pytest.param(DEDUP_RULE_MUTANT, "duplicated", id="dedup-rule"),
+        pytest.param(COMMIT_ORDER_MUTANT, "missing", id="commit-order"),
+    ],
+)
+def test_a_broken_invariant_makes_the_chaos_run_fail(tmp_path: Path, mutant: str, finding: str):
+    mutant_dir = tmp_path / "mutant"
+    mutant_dir.mkdir()
+    (mutant_dir / "sitecustomize.py").write_text(mutant)
+    report_dir = tmp_path / "report"
+    env = {
+        **os.environ,
+        "LOCALKAFKA_STATE_DIR": str(tmp_path / "state"),
+        "PYTHONPATH": str(mutant_dir),
+    }
+    # Seed 8's plan kills the target broker at 10 s and the replicator at 14 s, while envelopes
+    # wait for it; the dedup rule meets stage 1's re-reads after every replicator kill.
+    result = run_exactly(
+        "chaos",
+        *("--minutes", "1", "--faults", "12", "--rate", "400", "--seed", "8"),
+        *("--report", str(report_dir)),
+        env=env,
+        timeout_s=600,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output
+    assert "CHAOS RUN NOT CLEAN" in output
+    report = json.loads((report_dir / "chaos-report.json").read_text())
+    assert report["clean"] is False
+    assert report["verdict"][finding] > 0, report["verdict"]
