@@ -14,6 +14,7 @@ from pathlib import Path
 
 import click
 
+from exactly.chaos.html import HTML_NAME
 from exactly.chaos.run import ChaosOptions, ChaosRun, chaos_directory
 from exactly.demo.progress import DemoView
 from exactly.signals import run_to_the_end
@@ -59,7 +60,7 @@ _DEFAULTS = ChaosOptions()
     type=click.Path(file_okay=False, path_type=Path),
     default=Path("chaos-report"),
     show_default=True,
-    help="Directory for chaos-report.json.",
+    help="Directory for chaos-report.json and chaos-report.html.",
 )
 def chaos(minutes: float, faults: int, rate: float, seed: int | None, report_dir: Path) -> None:
     """Replicate sample traffic between two fresh local Kafka clusters while SIGKILLing,
@@ -76,7 +77,8 @@ def chaos(minutes: float, faults: int, rate: float, seed: int | None, report_dir
     run = ChaosRun(options, view, chaos_directory())
 
     def clean_up() -> None:
-        view.say(f"report: {run.report(report_dir)}")
+        json_path = run.report(report_dir)
+        view.say(f"report: {json_path} and {json_path.with_name(HTML_NAME)}")
         if run.cleanup():
             view.say(f"done; nothing left running (data and logs in {run.directory})")
 

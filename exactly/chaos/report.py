@@ -1,5 +1,6 @@
 """The chaos run's report: one JSON file with the fault timeline, the counts over time, each
-role's restarts and exits, and the verdicts; and the figures a reader wants first."""
+role's restarts and exits, and the verdicts; and the figures a reader wants first. The same
+report as a page to open in a browser beside it (html.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from exactly.chaos.html import write_html
 from exactly.chaos.plan import Kind
 from exactly.demo.traffic import TrafficCounts
 
@@ -79,4 +81,5 @@ def write_report(
     report_dir.mkdir(parents=True, exist_ok=True)
     path = report_dir / REPORT_NAME
     path.write_text(json.dumps(report, indent=2) + "\n")
+    write_html(report, report_dir)
     return path
