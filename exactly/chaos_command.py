@@ -74,10 +74,10 @@ def chaos(minutes: float, faults: int, rate: float, seed: int | None, report_dir
     seed = random.randrange(1 << 31) if seed is None else seed
     options = ChaosOptions(minutes=minutes, faults=faults, rate=rate, seed=seed)
     view = DemoView()
-    run = ChaosRun(options, view, chaos_directory())
+    run = ChaosRun(options, view, chaos_directory(), report_dir)
 
     def clean_up() -> None:
-        json_path = run.report(report_dir)
+        json_path = run.report()
         view.say(f"report: {json_path} and {json_path.with_name(HTML_NAME)}")
         if run.cleanup():
             view.say(f"done; nothing left running (data and logs in {run.directory})")

@@ -56,11 +56,13 @@ def connect(settings: Settings, metrics: OffsetSyncMetrics) -> SyncClients:
         ClusterReader(
             settings.source.client_config(),
             source_admin,
+            cluster="source",
             stats_cb=metrics.request_counter("source"),
         ),
         ClusterReader(
             settings.destination.client_config(),
             target_admin,
+            cluster="target",
             stats_cb=metrics.request_counter("target"),
         ),
     )

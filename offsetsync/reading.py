@@ -9,9 +9,11 @@ whether it has what it needs, wants to read on, or wants to jump ahead (a seek).
 
 from __future__ import annotations
 
+import contextlib
+import json
 import time
 from collections.abc import Callable, Collection, Mapping
-from typing import Protocol
+from typing import Any, Protocol
 
 from confluent_kafka import (
     Consumer,
@@ -55,9 +57,10 @@ class ClusterReader:
         client_config: Mapping[str, str],
         admin: AdminClient,
         *,
+        cluster: str = "cluster",
         stats_cb: Callable[[str], None] | None = None,
     ) -> None:
-        config: dict[str, object] = {
+        self._config: dict[str, object] = {
             **client_config,
             "group.id": "exactly-offsetsync-reader",  # assign() only, never commits
             "enable.auto.commit": False,
@@ -69,12 +72,22 @@ class ClusterReader:
             "auto.offset.reset": "error",
             # A range that ends in transaction markers returns no record; learn so at once.
             "fetch.wait.max.ms": 10,
+            # The fetch state of a partition that stops moving names the cause (_describe_stuck).
+            "statistics.interval.ms": 1000,
+            "stats_cb": self._keep_stats,
         }
-        if stats_cb is not None:
-            config.update({"statistics.interval.ms": 1000, "stats_cb": stats_cb})
-        self._consumer = Consumer(config)
+        self._cluster = cluster
+        self._stats_cb = stats_cb
+        self._last_stats: dict[str, Any] = {}
+        self._consumer = Consumer(self._config)
         self._admin = admin
         self._paused: list[TopicPartition] = []
+
+    def _keep_stats(self, stats: str) -> None:
+        with contextlib.suppress(ValueError):
+            self._last_stats = json.loads(stats)
+        if self._stats_cb is not None:
+            self._stats_cb(stats)
 
     def close(self) -> None:
         self._consumer.close()
@@ -131,9 +144,11 @@ class ClusterReader:
                         self._feed(key, message, cursors[key], ends[key], active)
                 self._finish_ended(active, ends, cursors)
                 if active and time.monotonic() > deadline:
+                    stuck = self._describe_stuck(active, ends)
+                    self._replace_consumer()
                     raise ReadTimeoutError(
-                        f"partitions not read to their end in {_TIMEOUT_S:.0f} s: "
-                        + self._describe_stuck(active, ends)
+                        f"{self._cluster}: partitions not read to their end in "
+                        f"{_TIMEOUT_S:.0f} s: {stuck}"
                     )
         finally:
             # A pause outlives unassign(): resume, or the next scan of a partition reads nothing.
@@ -176,8 +191,8 @@ class ClusterReader:
                 self._done(key, active)
 
     def _describe_stuck(self, active: Mapping[Key, int], ends: Mapping[Key, int]) -> str:
-        """Each unfinished partition with its position and its range's end: what an operator
-        needs to tell a slow broker from a stuck transaction."""
+        """Each unfinished partition with its position, its range's end and librdkafka's fetch
+        state: what an operator needs to tell a slow broker from a stuck fetcher."""
         try:
             positions = {
                 (tp.topic, tp.partition): tp.offset
@@ -185,9 +200,24 @@ class ClusterReader:
             }
         except KafkaException:
             positions = {}
+        topics = self._last_stats.get("topics", {})
+
+        def fetch_state(topic: str, partition: int) -> str:
+            found = topics.get(topic, {}).get("partitions", {}).get(str(partition), {})
+            return f"{found.get('fetch_state', '?')}, leader {found.get('leader', '?')}"
+
         return ", ".join(
-            f"{t}[{p}] at {positions.get((t, p), '?')} of {ends[(t, p)]}" for t, p in sorted(active)
+            f"{t}[{p}] at {positions.get((t, p), '?')} of {ends[(t, p)]} ({fetch_state(t, p)})"
+            for t, p in sorted(active)
         )
+
+    def _replace_consumer(self) -> None:
+        """A scan that timed out leaves a fetcher the next cycle must not trust (seen after
+        broker restarts: partitions that never fetched again): start the next on a new one."""
+        old, self._consumer = self._consumer, Consumer(self._config)
+        self._paused = []
+        with contextlib.suppress(KafkaException, RuntimeError):
+            old.close()
 
     def _done(self, key: Key, active: dict[Key, int]) -> None:
         del active[key]

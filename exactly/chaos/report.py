@@ -75,6 +75,7 @@ def write_report(
         },
         "failover": None if failover is None else dataclasses.asdict(failover),
         "failover_error": outcome.failover_error,
+        "validate": None if outcome.audit is None else outcome.audit.as_dict(),
         "fault_timeline": faults,
         "samples": samples,
     }

@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from exactly.chaos.audit import AuditResult, run_audit
 from exactly.chaos.errors import ChaosError
 from exactly.chaos.plan import SESSION_TIMEOUT_S, Fault, Targets, count_by_kind, plan_faults
 from exactly.chaos.report import write_report
@@ -78,12 +79,15 @@ class ChaosOutcome:
     failover: FailoverResult | None = None
     drained: dict[str, int | None] = field(default_factory=dict)  # role -> SIGTERM exit status
     failover_error: str | None = None
+    audit: AuditResult | None = None  # exactly validate --require-complete, the second verdict
 
     @property
     def clean(self) -> bool:
         return (
             self.verdict is not None
             and self.verdict.clean
+            and self.audit is not None
+            and self.audit.clean
             and self.failover is not None
             and self.failover.exact
             and bool(self.drained)
@@ -92,8 +96,11 @@ class ChaosOutcome:
 
 
 class ChaosRun:
-    def __init__(self, options: ChaosOptions, view: DemoView, directory: Path) -> None:
+    def __init__(
+        self, options: ChaosOptions, view: DemoView, directory: Path, report_dir: Path
+    ) -> None:
         self.options = options
+        self.report_dir = report_dir
         self.view = view
         self.directory = directory
         self.run_dir = directory / "run"
@@ -151,6 +158,7 @@ class ChaosRun:
         self.outcome.failover = self._fail_over()
         self._stop_roles()
         self.outcome.verdict = self._verdict()
+        self.outcome.audit = self._audit()
         return self.outcome
 
     def _start_roles(self) -> World:
@@ -315,6 +323,22 @@ class ChaosRun:
         self.view.show_verdict(verdict, aborted)
         return verdict
 
+    def _audit(self) -> AuditResult:
+        self._phase = "auditing"
+        self.view.say("auditing on Spark: exactly validate --require-complete")
+        audit = run_audit(
+            source=self._clusters.source.bootstrap_servers,
+            destination=self._clusters.target.bootstrap_servers,
+            include=INCLUDE_PATTERN,
+            report_dir=self.report_dir,
+            log_dir=self.run_dir,
+        )
+        self.view.say(
+            f"{audit.headline()} ({audit.seconds:.0f} s; {audit.report})",
+            style="green" if audit.clean else "bold red",
+        )
+        return audit
+
     # -- every tick ---------------------------------------------------------------------------
 
     def _tick(self) -> None:
@@ -361,10 +385,10 @@ class ChaosRun:
 
     # -- the report and the clean-up ----------------------------------------------------------
 
-    def report(self, report_dir: Path) -> Path:
+    def report(self) -> Path:
         instances = self._world.instances if self._world is not None else {}
         return write_report(
-            report_dir,
+            self.report_dir,
             options=self.options,
             faults=self._timeline,
             planned=len(self._faults),

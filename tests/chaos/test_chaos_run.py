@@ -57,6 +57,12 @@ def test_a_short_chaos_run_injects_every_kind_of_fault_and_ends_exactly_once(tmp
     committed, uncertain = report["records_committed"], report["records_uncertain"]
     assert committed <= verdict["source"] <= committed + uncertain
     assert report["failover"]["exact"] is True
+    # The second verdict: the Spark audit, as a user runs it, with its own report.
+    audit = report["validate"]
+    assert audit["exit_status"] == 0, audit
+    assert audit["totals"]["matched"] == verdict["source"]
+    assert (report_dir / "validation-report.json").is_file()
+    assert (report_dir / "chaos-report.html").is_file()
     assert {role["sigterm_exit"] for role in report["roles"].values()} == {0}
     assert all(role["peak_rss_mib"] > 0 for role in report["roles"].values())
     assert _survivors(tmp_path) == []
