@@ -12,7 +12,7 @@ from localkafka.errors import (
     KafkaInstallError,
     LocalKafkaError,
 )
-from localkafka.install import KAFKA_VERSION, KafkaDistribution, ensure_kafka
+from localkafka.install import KAFKA_VERSION, KafkaDistribution, cache_root, ensure_kafka
 from localkafka.ports import ROLE_PORTS, free_port, free_port_block, free_ports, port_is_free
 from localkafka.processes import (
     RoleProcess,
@@ -37,6 +37,7 @@ __all__ = [
     "LocalCluster",
     "LocalKafkaError",
     "RoleProcess",
+    "cache_root",
     "default_state_dir",
     "die_with_parent",
     "ensure_kafka",

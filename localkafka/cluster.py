@@ -24,12 +24,14 @@ the bootstrap address across a kill and a restart.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import signal
 import time
 import uuid
 from base64 import urlsafe_b64encode
-from dataclasses import asdict, dataclass
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from localkafka.errors import ClusterStartError, ClusterStateError
@@ -41,6 +43,7 @@ from localkafka.readiness import wait_until_ready
 READY_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 20.0
 _LOOPBACK = "127.0.0.1"
+_OWN_LISTENERS = frozenset({"PLAINTEXT", "CONTROLLER"})
 _CONTROLLER_NODE_ID = 1
 _BROKER_NODE_ID = 2
 _HEARTBEAT_MS = 1000
@@ -59,6 +62,9 @@ class ClusterInfo:
     port: int
     controller_port: int
     kafka_version: str
+    # Listeners for clients that reach the broker through a proxy (exactly chaos's network
+    # faults): name -> [port the broker listens on, port it advertises, where the proxy listens].
+    proxied_listeners: dict[str, list[int]] = field(default_factory=dict)
 
 
 class LocalCluster:
@@ -74,19 +80,36 @@ class LocalCluster:
 
     @classmethod
     def create(
-        cls, directory: Path, name: str, distribution: KafkaDistribution | None = None
+        cls,
+        directory: Path,
+        name: str,
+        distribution: KafkaDistribution | None = None,
+        *,
+        proxied: Sequence[str] = (),
     ) -> LocalCluster:
-        """Write the configuration and format the storage of a new cluster in `directory`."""
+        """Write the configuration and format the storage of a new cluster in `directory`.
+
+        Each name in ``proxied`` adds a listener whose advertised port is one a proxy is to
+        listen on (`proxied_endpoint`): a client bootstrapped through that proxy is told to
+        come back through it, so every byte it exchanges with the broker passes the proxy.
+        """
         distribution = distribution or ensure_kafka()
         if (directory / "cluster.json").exists():
             raise ClusterStateError(f"{directory} already holds a cluster")
-        port, controller_port = free_ports(2, CLUSTER_PORTS, host=_LOOPBACK)
+        for listener in proxied:
+            if not re.fullmatch(r"[A-Z][A-Z0-9_]*", listener) or listener in _OWN_LISTENERS:
+                raise ClusterStateError(f"bad proxied listener name {listener!r}")
+        ports = free_ports(2 + 2 * len(proxied), CLUSTER_PORTS, host=_LOOPBACK)
+        port, controller_port, *pairs = ports
         info = ClusterInfo(
             name=name,
             cluster_id=_new_cluster_id(),
             port=port,
             controller_port=controller_port,
             kafka_version=distribution.version,
+            proxied_listeners={
+                listener: pairs[2 * i : 2 * i + 2] for i, listener in enumerate(proxied)
+            },
         )
         cluster = cls(directory, info)
         try:
@@ -125,6 +148,15 @@ class LocalCluster:
     @property
     def bootstrap_servers(self) -> str:
         return f"127.0.0.1:{self.info.port}"
+
+    def proxied_endpoint(self, listener: str) -> tuple[int, int]:
+        """(the port the broker listens on for ``listener``, the port a proxy must listen on
+        and forward to it)."""
+        try:
+            listen, advertised = self.info.proxied_listeners[listener]
+        except KeyError:
+            raise ClusterStateError(f"cluster {self.name!r} has no listener {listener!r}") from None
+        return listen, advertised
 
     @property
     def log_path(self) -> Path:
@@ -249,15 +281,23 @@ class LocalCluster:
         }
 
     def _broker_properties(self) -> dict[str, str]:
+        proxied = self.info.proxied_listeners
+        listeners = [f"PLAINTEXT://127.0.0.1:{self.info.port}"]
+        advertised = list(listeners)
+        for listener, (listen, via_proxy) in proxied.items():
+            listeners.append(f"{listener}://127.0.0.1:{listen}")
+            advertised.append(f"{listener}://127.0.0.1:{via_proxy}")
+        protocols = ["PLAINTEXT:PLAINTEXT", "CONTROLLER:PLAINTEXT"]
+        protocols += [f"{listener}:PLAINTEXT" for listener in proxied]
         return {
             "process.roles": "broker",
             "node.id": str(_BROKER_NODE_ID),
             "controller.quorum.voters": self._voters,
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.info.port}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.info.port}",
+            "listeners": ",".join(listeners),
+            "advertised.listeners": ",".join(advertised),
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "listener.security.protocol.map": ",".join(protocols),
             "log.dirs": str(self.broker.data_dir),
             "broker.heartbeat.interval.ms": str(_HEARTBEAT_MS),
             # One broker: every internal topic at replication factor 1 (DESIGN.md §9).

@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from localkafka.cluster import READY_TIMEOUT_S, LocalCluster
@@ -37,11 +37,13 @@ class ClusterRegistry:
     def get(self, name: str) -> LocalCluster:
         return LocalCluster.open(self._directory(name))
 
-    def get_or_create(self, name: str) -> LocalCluster:
+    def get_or_create(self, name: str, *, proxied: Sequence[str] = ()) -> LocalCluster:
+        """The cluster ``name``; made with the ``proxied`` listeners if it does not exist yet
+        (an existing cluster keeps the listeners it was made with)."""
         directory = self._directory(name)
         if (directory / "cluster.json").is_file():
             return LocalCluster.open(directory)
-        return LocalCluster.create(directory, name)
+        return LocalCluster.create(directory, name, proxied=proxied)
 
     def _directory(self, name: str) -> Path:
         if not name or "/" in name or name.startswith("."):

@@ -2,11 +2,12 @@
 
 A fault has a start, a target and a hold: a role instance SIGKILLed and restarted after the
 hold, frozen (SIGSTOP) for the hold and woken, or restarted on an empty state directory; a
-cluster's broker or controller SIGKILLed and started again after the hold. Faults overlap in
-time, never on one target: one thing cannot be killed while it is frozen, and a cluster has
-one fault at a time (its broker or its controller). Every fault ends before the fault window
-does, so that the run can drain and judge a healed system. The same seed gives the same plan,
-so a failing run can be run again as it was.
+cluster's broker or controller SIGKILLed and started again after the hold; the network between
+one role instance and one cluster slowed, throttled, reset or cut (chaos/network.py). Faults
+overlap in time, never on one target: one thing cannot be killed while it is frozen, and a
+cluster has one fault at a time (its broker or its controller). Every fault ends before the
+fault window does, so that the run can drain and judge a healed system. The same seed gives the
+same plan, so a failing run can be run again as it was.
 """
 
 from __future__ import annotations
@@ -22,8 +23,11 @@ from exactly.chaos.errors import ChaosError
 # timeout (chaos/run.py sets it) and stage 2's transaction timeout (deduplicator/loop.py).
 SESSION_TIMEOUT_S = 6.0
 TRANSACTION_TIMEOUT_S = 60.0
+# The clients' request timeout (librdkafka's default): a black hole must outlast it, so that
+# requests time out on an open connection rather than fail on a closed one.
+REQUEST_TIMEOUT_S = 30.0
 # At most this many faults at once: more and nothing would move between them.
-MAX_OVERLAPPING = 4
+MAX_OVERLAPPING = 5
 _ATTEMPTS = 500
 
 
@@ -33,14 +37,22 @@ class Kind(enum.StrEnum):
     WIPE = "wipe"  # SIGKILL a deduplicator, delete its state directory, restart after the hold
     BROKER = "broker"  # SIGKILL a cluster's broker; started again after the hold
     CONTROLLER = "controller"  # SIGKILL a cluster's controller; started again after the hold
+    NETWORK = "network"  # a toxic between a role instance and a cluster; removed after the hold
 
 
 @dataclass(frozen=True, slots=True)
 class Fault:
     at_s: float  # from the start of the fault window
     kind: Kind
-    target: str  # a role instance (replicator, deduplicator-1, ...) or a cluster (source, target)
+    target: str  # a role instance (replicator, deduplicator-1, ...), a cluster (source,
+    # target), or for NETWORK a link between them (replicator@source)
     hold_s: float
+    variant: str = ""  # NETWORK: latency, bandwidth, reset or blackhole
+
+    @property
+    def name(self) -> str:
+        """How the fault is shown: "network blackhole replicator@target", "kill offsetsync"."""
+        return " ".join(part for part in (self.kind.value, self.variant, self.target) if part)
 
     @property
     def ends_s(self) -> float:
@@ -57,12 +69,15 @@ class Targets:
     roles: tuple[str, ...]  # every role instance
     deduplicators: tuple[str, ...]  # those of them with a state directory
     clusters: tuple[str, ...]
+    links: tuple[str, ...]  # every (role instance, cluster) path, as chaos/network.py names it
 
     def of(self, kind: Kind) -> tuple[str, ...]:
         if kind is Kind.WIPE:
             return self.deduplicators
         if kind in (Kind.BROKER, Kind.CONTROLLER):
             return self.clusters
+        if kind is Kind.NETWORK:
+            return self.links
         return self.roles
 
 
@@ -91,10 +106,12 @@ def _place(
     rng: random.Random, kind: Kind, window_s: float, targets: Targets, placed: list[Fault]
 ) -> Fault:
     for _ in range(_ATTEMPTS):
-        hold = _hold(rng, kind, window_s)
+        variant = _variant(rng, window_s) if kind is Kind.NETWORK else ""
+        hold = _hold(rng, kind, window_s, variant)
         if hold >= window_s:
             continue
-        fault = Fault(rng.uniform(0.0, window_s - hold), kind, rng.choice(targets.of(kind)), hold)
+        at_s = rng.uniform(0.0, window_s - hold)
+        fault = Fault(at_s, kind, rng.choice(targets.of(kind)), hold, variant)
         if _fits(fault, placed):
             return fault
     raise ChaosError(
@@ -103,7 +120,20 @@ def _place(
     )
 
 
-def _hold(rng: random.Random, kind: Kind, window_s: float) -> float:
+def _variant(rng: random.Random, window_s: float) -> str:
+    # A black hole outlasts the request timeout; a window too short to hold one beside the
+    # other faults gets the other three only.
+    variants = ["latency", "bandwidth", "reset"]
+    if window_s >= 3 * (REQUEST_TIMEOUT_S + 10.0):
+        variants.append("blackhole")
+    return rng.choice(variants)
+
+
+def _hold(rng: random.Random, kind: Kind, window_s: float, variant: str = "") -> float:
+    if variant == "blackhole":
+        return rng.uniform(REQUEST_TIMEOUT_S + 1.0, REQUEST_TIMEOUT_S + 6.0)
+    if kind is Kind.NETWORK:
+        return rng.uniform(3.0, 10.0)
     if kind is Kind.PAUSE:
         # Past the session timeout, so the group moves on and the frozen one wakes a zombie;
         # in long runs some past the transaction timeout too, so the broker aborts for it.

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from exactly.chaos.audit import AuditResult, run_audit
 from exactly.chaos.errors import ChaosError
+from exactly.chaos.network import Toxiproxy, ensure_toxiproxy, link_name, listener_name
 from exactly.chaos.plan import SESSION_TIMEOUT_S, Fault, Targets, count_by_kind, plan_faults
 from exactly.chaos.report import write_report
 from exactly.chaos.world import Instance, World
@@ -41,10 +42,12 @@ from exactly.demo.progress import DemoView, RoleStatus, Snapshot
 from exactly.demo.traffic import INCLUDE_PATTERN, TOPICS, SampleTraffic, create_topics
 from exactly.demo.verdict import Verdict, judge, read_committed
 from exactly.roles import DEDUPLICATOR, OFFSETSYNC, REPLICATOR
-from localkafka import RoleProcess, default_state_dir, free_ports
+from localkafka import LocalCluster, RoleProcess, default_state_dir, free_ports
 
 FLOW = "chaos"
 DEDUPLICATORS = tuple(f"{DEDUPLICATOR}-{n}" for n in (1, 2))  # sharing the staging partitions
+INSTANCES = (REPLICATOR, *DEDUPLICATORS, OFFSETSYNC)
+CLUSTERS = ("source", "target")
 FAILOVER_GROUP = "chaos-app"
 FAILOVER_TOPIC = TOPICS[0].name
 _TICK_S = 0.5
@@ -106,7 +109,10 @@ class ChaosRun:
         self.run_dir = directory / "run"
         self.outcome = ChaosOutcome()
         self._lock = DemoLock(directory)
-        self._clusters = DemoClusters(directory)
+        self._clusters = DemoClusters(
+            directory, proxied=[listener_name(name) for name in INSTANCES]
+        )
+        self._network: Toxiproxy | None = None
         self._traffic: SampleTraffic | None = None
         self._watch: DestinationWatch | None = None
         self._world: World | None = None
@@ -122,16 +128,20 @@ class ChaosRun:
     def run(self) -> ChaosOutcome:
         window_s = self.options.minutes * 60
         targets = Targets(
-            roles=(REPLICATOR, *DEDUPLICATORS, OFFSETSYNC),
+            roles=INSTANCES,
             deduplicators=DEDUPLICATORS,
-            clusters=("source", "target"),
+            clusters=CLUSTERS,
+            links=tuple(link_name(i, c) for i in INSTANCES for c in CLUSTERS),
         )
         self._faults = plan_faults(self.options.seed, window_s, self.options.faults, targets)
         self._lock.acquire()
+        self.view.say("toxiproxy for the network faults (built with Go on the first run)")
+        toxiproxy = ensure_toxiproxy()
         self.view.say(f"starting two fresh Kafka clusters in {self.directory}")
         self._clusters.start()
         shutil.rmtree(self.run_dir, ignore_errors=True)
         self.run_dir.mkdir(parents=True)
+        self._network = self._start_network(toxiproxy)
         create_topics(self._clusters.source.bootstrap_servers)
         self._traffic = SampleTraffic(
             self._clusters.source.bootstrap_servers,
@@ -161,8 +171,26 @@ class ChaosRun:
         self.outcome.audit = self._audit()
         return self.outcome
 
+    def _start_network(self, binary: Path) -> Toxiproxy:
+        """A proxy for every path from a role instance to a cluster: the cluster advertises
+        the proxy's port on that instance's listener (chaos/network.py)."""
+        network = Toxiproxy(binary, self.run_dir / "toxiproxy.log")
+        network.start()
+        for instance in INSTANCES:
+            for cluster in CLUSTERS:
+                listen, via_proxy = self._cluster(cluster).proxied_endpoint(listener_name(instance))
+                network.add_link(link_name(instance, cluster), via_proxy, listen)
+        return network
+
+    def _cluster(self, name: str) -> LocalCluster:
+        return self._clusters.source if name == "source" else self._clusters.target
+
+    def _bootstrap(self, instance: str, cluster: str) -> str:
+        _listen, via_proxy = self._cluster(cluster).proxied_endpoint(listener_name(instance))
+        return f"127.0.0.1:{via_proxy}"
+
     def _start_roles(self) -> World:
-        names = [REPLICATOR, *DEDUPLICATORS, OFFSETSYNC]
+        names = INSTANCES
         instances: dict[str, Instance] = {}
         for name, port in zip(names, free_ports(len(names)), strict=True):
             role = name.split("-")[0]
@@ -173,14 +201,16 @@ class ChaosRun:
             )
             instances[name] = Instance(process.start(), state_dir)
             self.view.say(f"started {name} (pid {process.pid}), log {process.log_path}")
-        clusters = {"source": self._clusters.source, "target": self._clusters.target}
-        return World(instances, clusters, self._window_start)
+        clusters = {name: self._cluster(name) for name in CLUSTERS}
+        assert self._network is not None
+        return World(instances, clusters, self._window_start, self._network)
 
     def _role_env(self, name: str, metrics_port: int) -> dict[str, str]:
         session_ms = str(int(SESSION_TIMEOUT_S * 1000))
         return {
-            "KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS": self._clusters.source.bootstrap_servers,
-            "KAFKA_CLUSTERS_DESTINATION_BOOTSTRAP_SERVERS": self._clusters.target.bootstrap_servers,
+            # Through its own proxies: the network faults act on this instance's paths only.
+            "KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS": self._bootstrap(name, "source"),
+            "KAFKA_CLUSTERS_DESTINATION_BOOTSTRAP_SERVERS": self._bootstrap(name, "target"),
             # Short sessions, so that a frozen instance is evicted within the run and wakes
             # as a zombie whose writes must be fenced (chaos/plan.py holds it past them).
             "KAFKA_CLUSTERS_SOURCE_PROPERTIES_SESSION_TIMEOUT_MS": session_ms,
@@ -209,6 +239,7 @@ class ChaosRun:
                 entry: dict[str, object] = {
                     "kind": fault.kind.value,
                     "target": fault.target,
+                    "variant": fault.variant,
                     "planned_at_s": round(fault.at_s, 1),
                     "hold_s": round(fault.hold_s, 1),
                     "began_s": round(now, 1),
@@ -228,7 +259,7 @@ class ChaosRun:
             self._phase = (
                 f"fault window {now:.0f}/{window_s:.0f} s: {len(self._timeline)} of "
                 f"{len(self._faults)} faults begun, active: "
-                + (", ".join(f"{f.kind.value} {f.target}" for f, _ in active) or "none")
+                + (", ".join(f.name for f, _ in active) or "none")
             )
             self._tick()
 
@@ -409,6 +440,9 @@ class ChaosRun:
 
     def cleanup(self) -> bool:
         """Stop everything this run started; whether nothing is left running. Never raises."""
+        network, self._network = self._network, None
+        if network is not None:
+            network.stop()
         watch, self._watch = self._watch, None
         instances = self._world.instances if self._world is not None else {}
         return clean_up(

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from exactly.chaos.errors import ChaosError
+from exactly.chaos.network import Toxiproxy
 from exactly.chaos.plan import Fault, Kind
 from localkafka import LocalCluster, RoleProcess, peak_rss_mib
 
@@ -35,10 +36,15 @@ class Instance:
 
 class World:
     def __init__(
-        self, instances: dict[str, Instance], clusters: dict[str, LocalCluster], started: float
+        self,
+        instances: dict[str, Instance],
+        clusters: dict[str, LocalCluster],
+        started: float,
+        network: Toxiproxy,
     ) -> None:
         self.instances = instances
         self.clusters = clusters
+        self.network = network
         self.started = started  # times in the report count from here
         self._held: set[str] = set()  # targets a fault holds down: not restarted by supervise
 
@@ -57,9 +63,13 @@ class World:
             self.clusters[fault.target].kill()
         elif fault.kind is Kind.CONTROLLER:
             self.clusters[fault.target].controller.kill()
+        elif fault.kind is Kind.NETWORK:
+            self.network.break_link(fault.target, fault.variant)
 
     def end(self, fault: Fault) -> None:
-        if fault.kind is Kind.PAUSE:
+        if fault.kind is Kind.NETWORK:
+            self.network.heal_link(fault.target)
+        elif fault.kind is Kind.PAUSE:
             self._signal(fault.target, signal.SIGCONT)
         elif fault.kind in (Kind.KILL, Kind.WIPE):
             self.instances[fault.target].process.start()

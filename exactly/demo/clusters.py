@@ -15,6 +15,7 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
@@ -65,8 +66,9 @@ class DemoLock:
 class DemoClusters:
     """demo-source and demo-target: created fresh by start(), stopped (data kept) by stop()."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *, proxied: Sequence[str] = ()) -> None:
         self.directory = directory
+        self._proxied = tuple(proxied)  # listeners reached through a proxy (chaos/network.py)
         self._registry = ClusterRegistry(directory)
         self._clusters: list[LocalCluster] = []
 
@@ -88,7 +90,7 @@ class DemoClusters:
         for name in (SOURCE_NAME, TARGET_NAME):
             self._remove_last_run(name)
         for name in (SOURCE_NAME, TARGET_NAME):
-            self._clusters.append(self._registry.get_or_create(name))
+            self._clusters.append(self._registry.get_or_create(name, proxied=self._proxied))
         # Tied to this process: a demo killed with SIGKILL leaves no broker behind either.
         start_all(self._clusters, tie_to_parent=True)
 

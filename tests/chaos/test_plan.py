@@ -4,12 +4,21 @@ and the same seed gives the same plan."""
 import pytest
 
 from exactly.chaos.errors import ChaosError
-from exactly.chaos.plan import MAX_OVERLAPPING, SESSION_TIMEOUT_S, Kind, Targets, plan_faults
+from exactly.chaos.plan import (
+    MAX_OVERLAPPING,
+    REQUEST_TIMEOUT_S,
+    SESSION_TIMEOUT_S,
+    Kind,
+    Targets,
+    plan_faults,
+)
 
+ROLES = ("replicator", "deduplicator-1", "deduplicator-2", "offsetsync")
 TARGETS = Targets(
-    roles=("replicator", "deduplicator-1", "deduplicator-2", "offsetsync"),
+    roles=ROLES,
     deduplicators=("deduplicator-1", "deduplicator-2"),
     clusters=("source", "target"),
+    links=tuple(f"{role}@{cluster}" for role in ROLES for cluster in ("source", "target")),
 )
 
 
@@ -25,6 +34,12 @@ def test_a_ten_minute_plan_of_200_faults_keeps_its_rules(seed):
         assert fault.target in TARGETS.of(fault.kind)
         if fault.kind is Kind.PAUSE:
             assert fault.hold_s > SESSION_TIMEOUT_S  # long enough to wake a zombie
+        if fault.kind is Kind.NETWORK:
+            assert fault.variant in ("latency", "bandwidth", "reset", "blackhole")
+        else:
+            assert fault.variant == ""
+        if fault.variant == "blackhole":
+            assert fault.hold_s > REQUEST_TIMEOUT_S  # requests time out on open connections
     for i, fault in enumerate(faults):
         same_target = [o for o in faults[i + 1 :] if o.target == fault.target]
         assert all(o.at_s >= fault.ends_s for o in same_target), fault
@@ -33,6 +48,12 @@ def test_a_ten_minute_plan_of_200_faults_keeps_its_rules(seed):
     def active(t):
         return sum(f.at_s <= t < f.ends_s for f in faults)
 
+    assert {f.variant for f in faults if f.kind is Kind.NETWORK} == {
+        "latency",
+        "bandwidth",
+        "reset",
+        "blackhole",
+    }
     peaks = [active(f.at_s) for f in faults]
     assert max(peaks) >= 2
     assert max(peaks) <= MAX_OVERLAPPING

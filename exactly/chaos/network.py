@@ -1,0 +1,180 @@
+"""Network faults between each role instance and each cluster, through toxiproxy.
+
+Every role instance reaches each cluster through a proxy of its own: the cluster was made with a
+listener per instance whose advertised port is where that proxy listens (localkafka's
+``proxied`` listeners), so the metadata a role is given sends it back through its proxy and
+every byte it exchanges with that broker passes there. A fault is a toxic on one proxy:
+
+    latency     1-3 s added each way (with jitter)
+    bandwidth   32 KiB/s each way
+    reset       every connection reset as soon as data flows (TCP RST)
+    blackhole   data stops while connections stay open: longer than the clients' request
+                timeouts (30 s), in runs long enough to hold it (plan.py)
+
+toxiproxy (Shopify/toxiproxy, Go) is built once with ``go install`` from the Go module proxy
+into the tool cache beside the Kafka jars, and run as a child process on loopback; this module
+talks to its HTTP API. We do not write a TCP fault proxy of our own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from exactly.chaos.errors import ChaosError
+from localkafka import cache_root, die_with_parent, free_ports
+
+TOXIPROXY_MODULE = "github.com/Shopify/toxiproxy/v2/cmd/server"
+TOXIPROXY_VERSION = "v2.12.0"
+_BUILD_TIMEOUT_S = 600.0
+_API_TIMEOUT_S = 5.0
+_READY_TIMEOUT_S = 15.0
+# Where Go is when it is not on PATH (the official tarball's place).
+_GO_FALLBACK = Path("/usr/local/go/bin/go")
+
+VARIANTS = ("latency", "bandwidth", "reset", "blackhole")
+
+
+def listener_name(instance: str) -> str:
+    """The cluster listener an instance reaches it through: deduplicator-1 -> VIA_DEDUPLICATOR_1."""
+    return "VIA_" + instance.upper().replace("-", "_")
+
+
+def link_name(instance: str, cluster: str) -> str:
+    """A fault target: the path from a role instance to a cluster."""
+    return f"{instance}@{cluster}"
+
+
+def ensure_toxiproxy() -> Path:
+    """The toxiproxy server binary, built with ``go install`` into the cache on first use."""
+    binary = cache_root() / f"toxiproxy-{TOXIPROXY_VERSION}" / "toxiproxy-server"
+    if binary.is_file():
+        return binary
+    go = shutil.which("go") or (str(_GO_FALLBACK) if _GO_FALLBACK.is_file() else None)
+    if go is None:
+        raise ChaosError(
+            "network faults need toxiproxy, built with Go: `go` is not on PATH "
+            f"(go install {TOXIPROXY_MODULE}@{TOXIPROXY_VERSION})"
+        )
+    binary.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".build-", dir=binary.parent) as build:
+        # Go's own module and build caches (~/go, ~/.cache/go-build) serve later builds.
+        env = {**os.environ, "GOBIN": build}
+        try:
+            result = subprocess.run(
+                [go, "install", f"{TOXIPROXY_MODULE}@{TOXIPROXY_VERSION}"],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=_BUILD_TIMEOUT_S,
+                check=False,
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise ChaosError(f"building toxiproxy took over {_BUILD_TIMEOUT_S:.0f} s") from exc
+        built = Path(build) / "server"
+        if result.returncode != 0 or not built.is_file():
+            tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-10:])
+            raise ChaosError(f"could not build toxiproxy with {go}:\n{tail}")
+        # Into place in one rename: a half-copied binary never passes for the cached one.
+        built.rename(binary)
+    return binary
+
+
+class Toxiproxy:
+    """A toxiproxy server of this run, with one proxy per (instance, cluster) link."""
+
+    def __init__(self, binary: Path, log_path: Path) -> None:
+        self._binary = binary
+        self._log_path = log_path
+        (self._port,) = free_ports(1)
+        self._process: subprocess.Popen[bytes] | None = None
+        self._toxics: dict[str, list[str]] = {}  # link -> names of its toxics in place
+
+    def start(self) -> None:
+        with self._log_path.open("ab") as log:
+            self._process = subprocess.Popen(
+                [str(self._binary), "-host", "127.0.0.1", "-port", str(self._port)],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=die_with_parent(),
+            )
+        deadline = time.monotonic() + _READY_TIMEOUT_S
+        while True:
+            with contextlib.suppress(ChaosError):
+                self._call("GET", "/version")
+                return
+            if self._process.poll() is not None or time.monotonic() > deadline:
+                raise ChaosError(f"toxiproxy did not start (log: {self._log_path})")
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        if self._process is not None and self._process.poll() is None:
+            self._process.kill()
+            self._process.wait(10)
+
+    def add_link(self, link: str, listen_port: int, upstream_port: int) -> None:
+        self._call(
+            "POST",
+            "/proxies",
+            {
+                "name": link,
+                "listen": f"127.0.0.1:{listen_port}",
+                "upstream": f"127.0.0.1:{upstream_port}",
+                "enabled": True,
+            },
+        )
+
+    def break_link(self, link: str, variant: str) -> None:
+        toxics = _TOXICS.get(variant)
+        if toxics is None:
+            raise ChaosError(f"unknown network fault {variant!r}")
+        names = []
+        for stream in ("downstream", "upstream"):
+            name = f"{variant}-{stream}"
+            toxic_type, attributes = toxics
+            self._call(
+                "POST",
+                f"/proxies/{link}/toxics",
+                {"name": name, "type": toxic_type, "stream": stream, "attributes": attributes},
+            )
+            names.append(name)
+        self._toxics[link] = names
+
+    def heal_link(self, link: str) -> None:
+        for name in self._toxics.pop(link, []):
+            self._call("DELETE", f"/proxies/{link}/toxics/{name}")
+
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self._port}{path}",
+            data=data,
+            method=method,
+            headers={"Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=_API_TIMEOUT_S) as response:
+                text = response.read().decode()
+        except (OSError, urllib.error.URLError) as exc:
+            raise ChaosError(f"toxiproxy {method} {path}: {exc}") from exc
+        return json.loads(text) if text.strip() else None
+
+
+# variant -> (toxiproxy toxic type, its attributes), applied on both streams.
+_TOXICS: dict[str, tuple[str, dict[str, int]]] = {
+    "latency": ("latency", {"latency": 2000, "jitter": 1000}),
+    "bandwidth": ("bandwidth", {"rate": 32}),  # KiB/s
+    "reset": ("reset_peer", {"timeout": 0}),
+    "blackhole": ("timeout", {"timeout": 0}),  # data dropped, connection held open
+}
