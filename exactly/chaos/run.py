@@ -38,6 +38,12 @@ from exactly.demo.failover import (
     resume_and_compare,
     stop_halfway,
 )
+from exactly.demo.metrics import (
+    DEDUPLICATOR_DUPLICATES,
+    REPLICATOR_RECORDS,
+    RestartSafeCounters,
+    scrape,
+)
 from exactly.demo.progress import DemoView, RoleStatus, Snapshot
 from exactly.demo.traffic import INCLUDE_PATTERN, TOPICS, SampleTraffic, create_topics
 from exactly.demo.verdict import Verdict, judge, read_committed
@@ -52,6 +58,8 @@ FAILOVER_GROUP = "chaos-app"
 FAILOVER_TOPIC = TOPICS[0].name
 _TICK_S = 0.5
 _SAMPLE_EVERY_S = 1.0
+_SCRAPE_EVERY_S = 2.0
+_SCRAPE_TIMEOUT_S = 0.2
 _WATCH_BUDGET_S = 0.2
 _READ_TIMEOUT_S = 120.0
 _MOVE_TIMEOUT_S = 60.0
@@ -113,6 +121,11 @@ class ChaosRun:
             directory, proxied=[listener_name(name) for name in INSTANCES]
         )
         self._network: Toxiproxy | None = None
+        self._counters = {
+            REPLICATOR: RestartSafeCounters([REPLICATOR_RECORDS]),
+            **{name: RestartSafeCounters([DEDUPLICATOR_DUPLICATES]) for name in DEDUPLICATORS},
+        }
+        self._next_scrape = 0.0
         self._traffic: SampleTraffic | None = None
         self._watch: DestinationWatch | None = None
         self._world: World | None = None
@@ -374,6 +387,9 @@ class ChaosRun:
 
     def _tick(self) -> None:
         ends = time.monotonic() + _TICK_S
+        if ends >= self._next_scrape:
+            self._scrape_roles()
+            self._next_scrape = ends + _SCRAPE_EVERY_S
         if self._watch is not None:
             self._watch.poll(_WATCH_BUDGET_S)
         self.view.update(self._snapshot())
@@ -389,6 +405,23 @@ class ChaosRun:
             }
         )
 
+    def _scrape_roles(self) -> None:
+        """The roles' counters for the live line, best effort: an instance a fault holds (a
+        frozen one would answer nothing until the timeout) is left for the next time."""
+        if self._world is None:
+            return
+        for name, counters in self._counters.items():
+            process = self._world.instances[name].process
+            if self._world.held(name) or process.metrics_port is None:
+                continue
+            running = process.is_running()
+            samples = scrape(process.metrics_port, _SCRAPE_TIMEOUT_S) if running else None
+            counters.observe(process.starts, samples)
+
+    def _total(self, names: tuple[str, ...], metric: str) -> int | None:
+        totals = [t for name in names if (t := self._counters[name].total(metric)) is not None]
+        return sum(totals) if totals else None
+
     def _destination_count(self) -> int:
         return self._watch.count if self._watch is not None else 0
 
@@ -403,9 +436,9 @@ class ChaosRun:
             phase=self._phase,
             committed=counts.committed if counts else 0,
             aborted=counts.aborted if counts else 0,
-            staged=None,
+            staged=self._total((REPLICATOR,), REPLICATOR_RECORDS),
             destination=self._destination_count(),
-            duplicates=None,
+            duplicates=self._total(DEDUPLICATORS, DEDUPLICATOR_DUPLICATES),
             orphans=None,
             dead_letters=None,
             roles=tuple(

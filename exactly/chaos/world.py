@@ -79,6 +79,10 @@ class World:
             self.clusters[fault.target].launch(tie_to_parent=True)
         self._held.discard(fault.target)
 
+    def held(self, target: str) -> bool:
+        """Whether a fault holds ``target`` down now (killed, frozen, wiped)."""
+        return target in self._held
+
     def supervise(self) -> None:
         """Restart a role instance that exited by itself; note its peak memory."""
         for name, instance in self.instances.items():
