@@ -26,7 +26,8 @@ def test_a_client_through_its_proxy_feels_each_fault_and_recovers_when_it_heals(
         listen, via_proxy = cluster.proxied_endpoint(listener)
         network.add_link("replicator@net", via_proxy, listen)
         admin = AdminClient(
-            {"bootstrap.servers": f"127.0.0.1:{via_proxy}", "socket.timeout.ms": 3000}
+            # Longer than the latency toxic's round trip (2 +- 1 s each way).
+            {"bootstrap.servers": f"127.0.0.1:{via_proxy}", "socket.timeout.ms": 10000}
         )
         metadata = admin.list_topics(timeout=10)
         # The broker sends the client back through the proxy, not to its own port.
