@@ -49,7 +49,8 @@ test: install lint
 demo: install
 	$(BIN)/exactly demo
 
-# The long crash runs (30 SIGKILLs of each stage under traffic): a few minutes (2.5 here).
+# The long crash runs (30 SIGKILLs of each stage under traffic), a one-minute `exactly chaos`,
+# its two mutants and the network test: about 15 minutes here.
 chaos: install
 	$(BIN)/pytest -m chaos --durations=10 $(PYTEST_ARGS)
 

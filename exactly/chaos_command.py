@@ -64,9 +64,12 @@ _DEFAULTS = ChaosOptions()
 )
 def chaos(minutes: float, faults: int, rate: float, seed: int | None, report_dir: Path) -> None:
     """Replicate sample traffic between two fresh local Kafka clusters while SIGKILLing,
-    freezing (SIGSTOP) and wiping the roles and SIGKILLing the brokers and controllers, at
-    random times and overlapping; then drain and prove exactly-once record by record, and that a
-    consumer group moved by offsetsync resumes on the target at exactly its next record.
+    freezing (SIGSTOP) and wiping the roles, SIGKILLing the brokers and controllers and
+    slowing, throttling, resetting or cutting the network between each role and each cluster
+    (toxiproxy, built with Go on the first run), at random times and overlapping; then drain
+    and prove exactly-once record by record and with `exactly validate --require-complete`
+    (Spark), and that a consumer group moved by offsetsync resumes on the target at exactly its
+    next record.
 
     The clusters live in $LOCALKAFKA_STATE_DIR/chaos, made fresh every run: the command never
     touches any other cluster.
@@ -77,10 +80,12 @@ def chaos(minutes: float, faults: int, rate: float, seed: int | None, report_dir
     run = ChaosRun(options, view, chaos_directory(), report_dir)
 
     def clean_up() -> None:
-        json_path = run.report()
-        view.say(f"report: {json_path} and {json_path.with_name(HTML_NAME)}")
-        if run.cleanup():
-            view.say(f"done; nothing left running (data and logs in {run.directory})")
+        try:
+            json_path = run.report()
+            view.say(f"report: {json_path} and {json_path.with_name(HTML_NAME)}")
+        finally:  # whatever the report met, everything this run started stops
+            if run.cleanup():
+                view.say(f"done; nothing left running (data and logs in {run.directory})")
 
     def work() -> int:
         if run.run().clean:

@@ -30,7 +30,7 @@ import signal
 import time
 import uuid
 from base64 import urlsafe_b64encode
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -63,7 +63,7 @@ class ClusterInfo:
     controller_port: int
     kafka_version: str
     # Listeners for clients that reach the broker through a proxy (exactly chaos's network
-    # faults): name -> [port the broker listens on, port it advertises, where the proxy listens].
+    # faults): name -> [port the broker listens on, port it advertises = where the proxy listens].
     proxied_listeners: dict[str, list[int]] = field(default_factory=dict)
 
 
@@ -86,12 +86,14 @@ class LocalCluster:
         distribution: KafkaDistribution | None = None,
         *,
         proxied: Sequence[str] = (),
+        reserved_ports: Collection[int] = (),
     ) -> LocalCluster:
         """Write the configuration and format the storage of a new cluster in `directory`.
 
         Each name in ``proxied`` adds a listener whose advertised port is one a proxy is to
         listen on (`proxied_endpoint`): a client bootstrapped through that proxy is told to
         come back through it, so every byte it exchanges with the broker passes the proxy.
+        ``reserved_ports`` are promised to other clusters not started yet: never taken here.
         """
         distribution = distribution or ensure_kafka()
         if (directory / "cluster.json").exists():
@@ -99,7 +101,9 @@ class LocalCluster:
         for listener in proxied:
             if not re.fullmatch(r"[A-Z][A-Z0-9_]*", listener) or listener in _OWN_LISTENERS:
                 raise ClusterStateError(f"bad proxied listener name {listener!r}")
-        ports = free_ports(2 + 2 * len(proxied), CLUSTER_PORTS, host=_LOOPBACK)
+        ports = free_ports(
+            2 + 2 * len(proxied), CLUSTER_PORTS, host=_LOOPBACK, exclude=reserved_ports
+        )
         port, controller_port, *pairs = ports
         info = ClusterInfo(
             name=name,
@@ -148,6 +152,12 @@ class LocalCluster:
     @property
     def bootstrap_servers(self) -> str:
         return f"127.0.0.1:{self.info.port}"
+
+    @property
+    def ports(self) -> list[int]:
+        """Every port this cluster binds or promises (to its proxies)."""
+        proxied = [port for pair in self.info.proxied_listeners.values() for port in pair]
+        return [self.info.port, self.info.controller_port, *proxied]
 
     def proxied_endpoint(self, listener: str) -> tuple[int, int]:
         """(the port the broker listens on for ``listener``, the port a proxy must listen on

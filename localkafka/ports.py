@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import socket
+from collections.abc import Collection
 
 # Below both localkafka's broker ports (20000-32000) and the ephemeral range (32768+): a port a
 # broker or an outgoing socket takes while a role restarts would make the role's restart fail.
@@ -35,14 +36,19 @@ def free_port() -> int:
 
 
 def free_ports(
-    count: int, between: tuple[int, int] = ROLE_PORTS, host: str = "0.0.0.0"
+    count: int,
+    between: tuple[int, int] = ROLE_PORTS,
+    host: str = "0.0.0.0",
+    *,
+    exclude: Collection[int] = (),
 ) -> list[int]:
-    """``count`` distinct ports in ``between`` that are free now; each can be kept by one
-    process across its restarts (a kernel-picked ephemeral port could be taken meanwhile)."""
+    """``count`` distinct ports in ``between`` that are free now and not in ``exclude`` (ports
+    promised to something not started yet); each can be kept by one process across its
+    restarts (a kernel-picked ephemeral port could be taken meanwhile)."""
     ports: list[int] = []
     while len(ports) < count:
         port = random.randrange(*between)
-        if port not in ports and port_is_free(port, host):
+        if port not in ports and port not in exclude and port_is_free(port, host):
             ports.append(port)
     return ports
 

@@ -43,7 +43,10 @@ class ClusterRegistry:
         directory = self._directory(name)
         if (directory / "cluster.json").is_file():
             return LocalCluster.open(directory)
-        return LocalCluster.create(directory, name, proxied=proxied)
+        # The other clusters' ports may be unbound now (stopped, or not started yet): they
+        # are theirs all the same.
+        taken = [port for other in self.names() for port in self.get(other).ports]
+        return LocalCluster.create(directory, name, proxied=proxied, reserved_ports=taken)
 
     def _directory(self, name: str) -> Path:
         if not name or "/" in name or name.startswith("."):

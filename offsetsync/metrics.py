@@ -101,6 +101,8 @@ class OffsetSyncMetrics:
             nonlocal sent
             brokers = json.loads(stats_json).get("brokers", {})
             total = sum(broker.get("tx", 0) for broker in brokers.values())
+            if total < sent:
+                sent = 0  # a new client behind the same callback (ClusterReader replaced one)
             if total > sent:
                 counter.inc(total - sent)
                 sent = total

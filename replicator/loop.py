@@ -315,7 +315,8 @@ class Replicator:
             self.producer = self._new_producer()
 
     def _serve_producer(self, timeout_s: float = 0.0, *, flush: bool = False) -> int:
-        """Serve delivery reports; returns the envelopes still unacknowledged.
+        """Serve delivery reports; returns what ``flush``/``poll`` return (with ``flush``: the
+        envelopes still unacknowledged).
 
         The client raises a producer's fatal error from ``poll``/``flush`` (a gap, with
         ``enable.gapless.guarantee``): invariant 2 makes that the end of the session, whose

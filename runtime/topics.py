@@ -30,22 +30,25 @@ def ensure_topic(admin: AdminClient, topic: NewTopic) -> None:
             # Another instance of the flow may have created it a moment ago: that is success.
             if kafka_error_of(exc).code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise
+        except TimeoutError as exc:  # the future's own wait: a broker frozen or unreachable
+            timed_out = KafkaError(KafkaError._TIMED_OUT, f"no answer in {_TIMEOUT_S:.0f} s")
+            raise KafkaException(timed_out) from exc
 
     try:
         call_retrying(create, deadline_s=_STARTUP_PATIENCE_S, backoff_s=1.0, on_retry=_waiting)
     except KafkaException as exc:
         raise TopicSetupError(f"could not create topic {topic.topic}: {exc}") from exc
-    await_leaders(admin, topic.topic)
+    await_leaders(admin, topic.topic, _STARTUP_PATIENCE_S)
 
 
 def _waiting(error: KafkaError) -> None:
     log.warning("cluster not ready; retrying", error=error.str())
 
 
-def await_leaders(admin: AdminClient, topic: str) -> None:
+def await_leaders(admin: AdminClient, topic: str, timeout_s: float = _TIMEOUT_S) -> None:
     # The controller acknowledges a new topic before the brokers lead its partitions; reading
     # or describing it in that moment fails with "unknown partition".
-    deadline = time.monotonic() + _TIMEOUT_S
+    deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         try:
             found = admin.list_topics(topic, timeout=_TIMEOUT_S).topics.get(topic)
@@ -63,4 +66,4 @@ def await_leaders(admin: AdminClient, topic: str) -> None:
         ):
             return
         time.sleep(0.1)
-    raise TopicSetupError(f"topic {topic} has partitions without a leader after {_TIMEOUT_S} s")
+    raise TopicSetupError(f"topic {topic} has partitions without a leader after {timeout_s:.0f} s")

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from localkafka import die_with_parent
 from runtime.settings import role_environment
 
 VALIDATION_REPORT = "validation-report.json"
@@ -23,7 +24,8 @@ _TIMEOUT_S = 900.0
 # The headline always shows these of the validator report's totals, and any other finding
 # that is not zero (a changed key, value, header or timestamp, a wrong partition, in flight).
 _ALWAYS = ("missing", "duplicated", "out_of_order")
-_NOT_FINDINGS = frozenset({"matched", "source_records", "destination_records"})
+# outside_range: records outside the checked offsets or times, not a discrepancy.
+_NOT_FINDINGS = frozenset({"matched", "source_records", "destination_records", "outside_range"})
 
 
 @dataclass(frozen=True)
@@ -78,19 +80,26 @@ def run_audit(
     ]
     started = time.monotonic()
     with log.open("ab") as output:
+        # The user's own KAFKA_* and REPLICATION_* exports must not point it elsewhere; it dies
+        # with this process, as the roles and brokers do (nothing left running, ever).
+        process = subprocess.Popen(
+            command,
+            env=role_environment({}),
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            preexec_fn=die_with_parent(),
+        )
         try:
-            # The user's own KAFKA_* and REPLICATION_* exports must not point it elsewhere.
-            status: int | None = subprocess.run(
-                command,
-                env=role_environment({}),
-                stdin=subprocess.DEVNULL,
-                stdout=output,
-                stderr=subprocess.STDOUT,
-                timeout=_TIMEOUT_S,
-                check=False,
-            ).returncode
+            status: int | None = process.wait(_TIMEOUT_S)
         except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
             status = None
+        except BaseException:  # Ctrl-C, SIGTERM: the Spark JVM goes too
+            process.kill()
+            process.wait()
+            raise
     return AuditResult(status, time.monotonic() - started, report, log, _totals(report))
 
 

@@ -136,7 +136,7 @@ def _roles(roles: Mapping[str, Mapping[str, Any]]) -> str:
 def _fault_table(faults: Sequence[Mapping[str, Any]]) -> str:
     head = "<tr><th>kind</th><th>target</th><th>began (s)</th><th>ended (s)</th></tr>"
     rows = "".join(
-        f"<tr><td>{_e(f['kind'])}</td><td>{_e(f['target'])}</td>"
+        f"<tr><td>{_e(_kind(f))}</td><td>{_e(f['target'])}</td>"
         f"<td>{_e(f.get('began_s', '-'))}</td><td>{_e(f.get('ended_s', '-'))}</td></tr>"
         for f in faults
     )
@@ -186,7 +186,7 @@ def _timeline_svg(
         width = max(x(_ended(fault)) - x(began), 1.5)
         shapes.append(
             f'<rect x="{x(began):.1f}" y="{y}" width="{width:.1f}" height="{_LANE_H - 6}" '
-            f'fill="{colour}"><title>{_e(fault["kind"])} {_e(fault["target"])}: '
+            f'fill="{colour}"><title>{_e(_kind(fault))} {_e(fault["target"])}: '
             f"{began:.1f}-{_ended(fault):.1f} s</title></rect>"
         )
     top = lanes_h + 10
@@ -218,6 +218,11 @@ def _timeline_svg(
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{_WIDTH}" height="{height}" '
         f'role="img" aria-label="faults and records over time">{"".join(shapes)}</svg>'
     )
+
+
+def _kind(fault: Mapping[str, Any]) -> str:
+    """ "network blackhole", "kill": the kind with its variant, if any."""
+    return " ".join(str(part) for part in (fault["kind"], fault.get("variant")) if part)
 
 
 def _ended(fault: Mapping[str, Any]) -> float:

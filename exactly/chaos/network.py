@@ -121,7 +121,8 @@ class Toxiproxy:
     def stop(self) -> None:
         if self._process is not None and self._process.poll() is None:
             self._process.kill()
-            self._process.wait(10)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._process.wait(10)
 
     def add_link(self, link: str, listen_port: int, upstream_port: int) -> None:
         self._call(
@@ -139,7 +140,7 @@ class Toxiproxy:
         toxics = _TOXICS.get(variant)
         if toxics is None:
             raise ChaosError(f"unknown network fault {variant!r}")
-        names = []
+        names = self._toxics.setdefault(link, [])
         for stream in ("downstream", "upstream"):
             name = f"{variant}-{stream}"
             toxic_type, attributes = toxics
@@ -148,8 +149,7 @@ class Toxiproxy:
                 f"/proxies/{link}/toxics",
                 {"name": name, "type": toxic_type, "stream": stream, "attributes": attributes},
             )
-            names.append(name)
-        self._toxics[link] = names
+            names.append(name)  # at once: heal_link removes what is in place, if one failed
 
     def heal_link(self, link: str) -> None:
         for name in self._toxics.pop(link, []):

@@ -154,7 +154,7 @@ class ChaosRun:
         self._clusters.start()
         shutil.rmtree(self.run_dir, ignore_errors=True)
         self.run_dir.mkdir(parents=True)
-        self._network = self._start_network(toxiproxy)
+        self._start_network(toxiproxy)
         create_topics(self._clusters.source.bootstrap_servers)
         self._traffic = SampleTraffic(
             self._clusters.source.bootstrap_servers,
@@ -184,16 +184,16 @@ class ChaosRun:
         self.outcome.audit = self._audit()
         return self.outcome
 
-    def _start_network(self, binary: Path) -> Toxiproxy:
+    def _start_network(self, binary: Path) -> None:
         """A proxy for every path from a role instance to a cluster: the cluster advertises
         the proxy's port on that instance's listener (chaos/network.py)."""
-        network = Toxiproxy(binary, self.run_dir / "toxiproxy.log")
+        # Kept before it starts: cleanup() stops it whatever happens next.
+        network = self._network = Toxiproxy(binary, self.run_dir / "toxiproxy.log")
         network.start()
         for instance in INSTANCES:
             for cluster in CLUSTERS:
                 listen, via_proxy = self._cluster(cluster).proxied_endpoint(listener_name(instance))
                 network.add_link(link_name(instance, cluster), via_proxy, listen)
-        return network
 
     def _cluster(self, name: str) -> LocalCluster:
         return self._clusters.source if name == "source" else self._clusters.target

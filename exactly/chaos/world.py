@@ -80,7 +80,8 @@ class World:
         self._held.discard(fault.target)
 
     def held(self, target: str) -> bool:
-        """Whether a fault holds ``target`` down now (killed, frozen, wiped)."""
+        """Whether a fault holds ``target`` now: a role instance killed, frozen or wiped, a
+        cluster's broker or controller, or a network link."""
         return target in self._held
 
     def supervise(self) -> None:

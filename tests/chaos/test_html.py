@@ -9,9 +9,9 @@ from exactly.chaos.html import render
 REPORT = {
     "clean": False,
     "options": {"minutes": 1.0, "faults": 2, "rate": 400.0, "seed": 8},
-    "faults_planned": 2,
-    "faults_injected": 2,
-    "faults_by_kind": {"kill": 1, "broker": 1},
+    "faults_planned": 3,
+    "faults_injected": 3,
+    "faults_by_kind": {"kill": 1, "broker": 1, "network": 1},
     "records_committed": 20_000,
     "records_aborted": 300,
     "records_uncertain": 25,
@@ -31,6 +31,13 @@ REPORT = {
     "fault_timeline": [
         {"kind": "broker", "target": "target", "began_s": 10.0, "ended_s": 20.0},
         {"kind": "kill", "target": "replicator<&>", "began_s": 14.0, "ended_s": 16.0},
+        {
+            "kind": "network",
+            "variant": "blackhole",
+            "target": "offsetsync@source",
+            "began_s": 20.0,
+            "ended_s": 52.0,
+        },
     ],
     "samples": [
         {"t": 0.0, "committed": 0, "destination": 0},
@@ -63,7 +70,8 @@ def test_the_page_leads_with_the_verdicts_and_draws_every_fault():
     assert "CHAOS RUN NOT CLEAN" in text
     assert "NOT EXACTLY ONCE: 20000 records, 7 missing" in text
     assert "FAILED: chaos-app was not moved" in text
-    assert parsed.tags.count("rect") == 2  # one bar per fault
+    assert parsed.tags.count("rect") == 3  # one bar per fault
+    assert "network blackhole" in text
     assert parsed.tags.count("polyline") == 2  # committed and destination over time
     assert "replicator<&>" in text  # escaped in the markup, the name itself on the page
     assert "14.2: 1" in text  # the replicator's exit by itself

@@ -79,5 +79,8 @@ def test_a_broken_invariant_makes_the_chaos_run_fail(tmp_path: Path, mutant: str
     assert result.returncode == 1, output
     assert "CHAOS RUN NOT CLEAN" in output
     report = json.loads((report_dir / "chaos-report.json").read_text())
+    began = {(f["kind"], f["target"]): f["began_s"] for f in report["fault_timeline"]}
+    # The scenario the seed was chosen for: the replicator killed while the target is down.
+    assert began[("broker", "target")] < began[("kill", "replicator")]
     assert report["clean"] is False
     assert report["verdict"][finding] > 0, report["verdict"]

@@ -1,5 +1,5 @@
 """Network faults as exactly chaos applies them: a cluster made with a proxied listener, reached
-through toxiproxy, and each kind of toxic felt by a real client."""
+through toxiproxy, and a black hole, resets and latency felt by a real client."""
 
 from __future__ import annotations
 
@@ -36,6 +36,12 @@ def test_a_client_through_its_proxy_feels_each_fault_and_recovers_when_it_heals(
         network.break_link("replicator@net", "blackhole")
         with pytest.raises(KafkaException):
             admin.list_topics(timeout=4)
+        network.heal_link("replicator@net")
+        assert admin.list_topics(timeout=15).brokers
+
+        network.break_link("replicator@net", "reset")
+        with pytest.raises(KafkaException):
+            admin.list_topics("reset-topic", timeout=4)
         network.heal_link("replicator@net")
         assert admin.list_topics(timeout=15).brokers
 

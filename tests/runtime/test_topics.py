@@ -32,7 +32,7 @@ def test_a_topic_is_created_once_the_broker_is_back_not_a_failed_start_up(
         else:
             outcome.append(None)
 
-    creating = threading.Thread(target=create)
+    creating = threading.Thread(target=create, daemon=True)
     try:
         creating.start()
         time.sleep(3)  # ensure_topic meets the dead broker, not a restarted one
