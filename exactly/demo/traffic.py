@@ -2,7 +2,7 @@
 writing to them until stopped.
 
 What the records carry is what a replicator gets wrong first: keys (also null), values (also
-empty, and tombstones in a compacted topic), headers (repeated names, a null value), the
+empty, large, and tombstones in a compacted topic), headers (repeated names, a null value), the
 producer's timestamps, several partitions per topic. Every burst is one transaction and every
 `abort_every`-th one is aborted: those records sit in the source log but no read_committed
 consumer may ever see them, on the source or on the destination.
@@ -11,6 +11,7 @@ consumer may ever see them, on the source or on the destination.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import threading
 import time
@@ -36,6 +37,10 @@ TRANSACTIONAL_ID = "exactly-demo-traffic"
 ABORTED_MARK = b"ABORTED "
 _TIMEOUT_S = 30.0
 _KINDS = ("orders", "orders", "orders", "payments", "payments", "customers")
+# One payment in every LARGE_EVERY records carries LARGE_VALUE_BYTES of incompressible bytes:
+# far past an envelope's usual size, so it travels alone (replicator/batching.py).
+LARGE_EVERY = 2400
+LARGE_VALUE_BYTES = 384 * 1024
 
 Headers = list[tuple[str, bytes | None]]
 
@@ -99,6 +104,8 @@ def _order(n: int) -> SampleRecord:
 def _payment(n: int) -> SampleRecord:
     key = None if n % 4 == 0 else b"payment-%d" % n
     value = b"" if n % 9 == 0 else bytes([n % 256, 0, 255]) + b"payment %d" % n
+    if n % LARGE_EVERY == _KINDS.index("payments"):
+        value = hashlib.shake_256(b"payment %d" % n).digest(LARGE_VALUE_BYTES)
     return SampleRecord("demo.payments", key, value, [("demo.seq", b"%d" % n)])
 
 
