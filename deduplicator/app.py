@@ -16,12 +16,11 @@ from deduplicator.metrics import DeduplicatorMetrics
 from runtime import GracefulShutdown, Health, Settings, admin_client, get_logger
 from runtime.liveness import Heartbeat
 from runtime.role import freeze_startup_garbage, run_role
-from runtime.topics import ensure_topic
+from runtime.topics import cluster_metadata, ensure_topic
 
 log = get_logger("deduplicator")
 
 _STAGING_WAIT_S = 600.0
-_TIMEOUT_S = 30.0
 
 
 def main() -> None:
@@ -78,7 +77,7 @@ def _await_staging(admin: AdminClient, staging: str, shutdown: GracefulShutdown)
     deadline = time.monotonic() + _STAGING_WAIT_S
     said = False
     while not shutdown.requested:
-        topic = admin.list_topics(timeout=_TIMEOUT_S).topics.get(staging)
+        topic = cluster_metadata(admin).topics.get(staging)
         if topic is not None and topic.partitions:
             return len(topic.partitions)
         if not said:

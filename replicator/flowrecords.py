@@ -18,6 +18,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from replicator.errors import TopicSetupError
 from runtime import Settings, get_logger
+from runtime.topics import cluster_metadata
 
 log = get_logger(__name__)
 
@@ -34,7 +35,7 @@ class FlowRecords:
 
     def load(self, admin: AdminClient, create: Callable[[NewTopic], None]) -> None:
         """Create the topic when missing and read everything recorded so far."""
-        if self.topic not in admin.list_topics(timeout=_TIMEOUT_S).topics:
+        if self.topic not in cluster_metadata(admin).topics:
             create(NewTopic(self.topic, 1, -1, config={"cleanup.policy": "compact"}))
         self._values = self._read_all()
 

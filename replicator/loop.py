@@ -45,6 +45,7 @@ from runtime import (
     kafka_error_of,
     produce_when_room,
 )
+from runtime.topics import cluster_metadata
 
 log = get_logger(__name__)
 
@@ -84,7 +85,7 @@ class Replicator:
         self._should_stop = should_stop
         self._beat = beat
         source_admin = admin_client(settings.source)
-        self.source_cluster_id = str(source_admin.list_topics(timeout=30).cluster_id)
+        self.source_cluster_id = str(cluster_metadata(source_admin).cluster_id)
         self.discovery = TopicDiscovery(
             settings, records, source_admin, admin_client(settings.destination)
         )

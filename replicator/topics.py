@@ -21,7 +21,7 @@ from replicator.errors import StagingMismatchError, TopicSetupError
 from replicator.flowrecords import FlowRecords
 from replicator.lanes import LANE_FUNCTION
 from runtime import Settings, get_logger
-from runtime.topics import ensure_topic
+from runtime.topics import cluster_metadata, ensure_topic
 
 log = get_logger(__name__)
 
@@ -152,7 +152,7 @@ def ensure_staging(admin: AdminClient, settings: Settings, records: FlowRecords)
     name = settings.names.staging
     records.load(admin, lambda topic: ensure_topic(admin, topic))
     recorded = records.lanes
-    staging = admin.list_topics(timeout=_TIMEOUT_S).topics.get(name)
+    staging = cluster_metadata(admin).topics.get(name)
     if staging is None:
         partitions = recorded["partitions"] if recorded else settings.staging_partitions
         ensure_topic(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic
 
 from runtime.errors import TopicSetupError
 from runtime.kafka_errors import ErrorClass, call_retrying, classify, kafka_error_of
@@ -39,6 +39,20 @@ def ensure_topic(admin: AdminClient, topic: NewTopic) -> None:
     except KafkaException as exc:
         raise TopicSetupError(f"could not create topic {topic.topic}: {exc}") from exc
     await_leaders(admin, topic.topic, _STARTUP_PATIENCE_S)
+
+
+def cluster_metadata(
+    admin: AdminClient, topic: str | None = None, *, patience_s: float = _STARTUP_PATIENCE_S
+) -> ClusterMetadata:
+    """``admin.list_topics`` at start-up, waiting out a broker that restarts or cannot be
+    reached for a moment (transient errors retried for ``patience_s``): exactly chaos found
+    roles exiting on "Failed to get metadata: Broker transport failure" instead."""
+    return call_retrying(
+        lambda: admin.list_topics(topic, timeout=_TIMEOUT_S),
+        deadline_s=patience_s,
+        backoff_s=1.0,
+        on_retry=_waiting,
+    )
 
 
 def _waiting(error: KafkaError) -> None:
