@@ -1,17 +1,19 @@
-"""ensure_topic against a real broker that is down when a role starts."""
+"""The start-up calls (ensure_topic, cluster_metadata) against a real broker that is down when a
+role starts."""
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from runtime.topics import ensure_topic
+from runtime.topics import cluster_metadata, ensure_topic
 
 
-def test_a_topic_is_created_once_the_broker_is_back_not_a_failed_start_up(
+def test_start_up_calls_wait_for_the_broker_to_come_back_not_a_failed_start_up(
     target_cluster, unique_topic
 ):
     if target_cluster.broker is None:
@@ -22,25 +24,39 @@ def test_a_topic_is_created_once_the_broker_is_back_not_a_failed_start_up(
     )
     admin.list_topics(timeout=30)  # connected before the crash, like a role mid-start-up
     target_cluster.broker.kill()
-    outcome: list[BaseException | None] = []
+    outcome: dict[str, BaseException | None] = {}
 
-    def create() -> None:
-        try:
-            ensure_topic(admin, NewTopic(name, num_partitions=2, replication_factor=1))
-        except BaseException as exc:  # the test thread reports it
-            outcome.append(exc)
-        else:
-            outcome.append(None)
+    def attempt(name: str, call: Callable[[], object]) -> Callable[[], None]:
+        def run() -> None:
+            try:
+                call()
+            except BaseException as exc:  # the test thread reports it
+                outcome[name] = exc
+            else:
+                outcome[name] = None
 
-    creating = threading.Thread(target=create, daemon=True)
+        return run
+
+    threads = [
+        threading.Thread(
+            target=attempt(
+                "ensure_topic",
+                lambda: ensure_topic(admin, NewTopic(name, num_partitions=2, replication_factor=1)),
+            )
+        ),
+        threading.Thread(target=attempt("cluster_metadata", lambda: cluster_metadata(admin))),
+    ]
     try:
-        creating.start()
-        time.sleep(3)  # ensure_topic meets the dead broker, not a restarted one
-        assert not outcome, outcome
+        for thread in threads:
+            thread.daemon = True
+            thread.start()
+        time.sleep(3)  # both meet the dead broker, not a restarted one
+        assert outcome == {}
     finally:
         target_cluster.broker.restart()
-    creating.join(90)
-    assert outcome == [None]
+    for thread in threads:
+        thread.join(90)
+    assert outcome == {"ensure_topic": None, "cluster_metadata": None}
     topic = admin.list_topics(name, timeout=30).topics[name]
     assert topic.error is None
     assert len(topic.partitions) == 2
