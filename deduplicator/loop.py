@@ -14,7 +14,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 
 from deduplicator.errors import DeduplicatorError, TransactionFailedError
 from deduplicator.metrics import DeduplicatorMetrics
-from deduplicator.restore import changelog_reader, changelog_tail
+from deduplicator.restore import ChangelogReader, changelog_reader, changelog_tail
 from deduplicator.rule import PartitionState, encode_state, judge, state_key
 from deduplicator.state import StateStore
 from envelope import (
@@ -498,7 +498,7 @@ class Deduplicator:
                 store.close()
         self.metrics.assigned_partitions.set(len(self.stores))
 
-    def _open_store(self, reader: Consumer, partition: int, deadline: float) -> StateStore:
+    def _open_store(self, reader: ChangelogReader, partition: int, deadline: float) -> StateStore:
         """The partition's RocksDB, brought up to date from the changelog (the truth)."""
         directory = self._state_root / str(partition)
         try:

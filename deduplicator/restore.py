@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Generator, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
@@ -17,61 +18,128 @@ _BATCH = 1000
 _WATERMARK_TIMEOUT_S = 30.0
 
 
+@dataclass(frozen=True, slots=True)
+class ChangelogReader:
+    """What a restore reads with: ``consumer`` reads the changelog read_committed; ``watcher``
+    (read_uncommitted, never assigned) sees the log's end with open transactions included."""
+
+    consumer: Consumer
+    watcher: Consumer
+
+
 @contextmanager
-def changelog_reader(settings: Settings) -> Iterator[Consumer]:
-    """One consumer for every partition an assignment restores (a consumer per partition
+def changelog_reader(settings: Settings) -> Iterator[ChangelogReader]:
+    """One reader for every partition an assignment restores (a consumer per partition
     costs a connection set-up each)."""
-    reader = Consumer(
+    base = {
+        **settings.destination.client_config(),
+        "group.id": settings.names.changelog_reader_group,
+        "enable.auto.commit": False,
+        "logger": LIBRDKAFKA_LOG,
+    }
+    consumer = Consumer(
         {
-            **settings.destination.client_config(),
-            "group.id": settings.names.changelog_reader_group,
-            "enable.auto.commit": False,
+            **base,
             # Invariant 5: only committed state; an aborted transaction's changelog never was.
             "isolation.level": "read_committed",
             # A tail that is only a transaction marker returns no record: answer at once instead
             # of the broker's default 500 ms wait, per partition, inside on_assign.
             "fetch.wait.max.ms": 10,
-            "logger": LIBRDKAFKA_LOG,
         }
     )
     try:
-        yield reader
+        watcher = Consumer({**base, "isolation.level": "read_uncommitted"})
+    except BaseException:
+        consumer.close()
+        raise
+    try:
+        yield ChangelogReader(consumer, watcher)
     finally:
-        reader.close()
+        watcher.close()
+        consumer.close()
 
 
 def changelog_tail(
-    reader: Consumer, topic: str, partition: int, start: int, deadline: float
+    reader: ChangelogReader, topic: str, partition: int, start: int, deadline: float
 ) -> Generator[tuple[bytes, bytes | None, int]]:
-    """(key, value, offset) of the readable changelog records from `start` to the end offset of
-    the moment; RestoreTimeoutError once `time.monotonic()` passes `deadline`."""
+    """(key, value, offset) of the readable changelog records from `start` to the end of the
+    log, once every transaction in it has ended; RestoreTimeoutError once `time.monotonic()`
+    passes `deadline`.
+
+    The end is the log's, open transactions included, not the last stable offset. A previous
+    owner frozen with its transaction open (a zombie: its offsets already sent, its commit not
+    yet) may still commit it when it wakes; the staging offsets its commit moves are the ones
+    this owner's consumer starts from. Restoring only to the stable offset would pair those
+    offsets with the state before that transaction, and every envelope after it would look like
+    an orphan and be skipped for good (records lost; found by exactly chaos). So the restore
+    waits until the transaction commits or aborts (the broker aborts it after the transaction
+    timeout, inside RESTORE_DEADLINE_S), reading what it committed, and ends only when the log
+    holds no open transaction and everything up to its end is read.
+    """
     tp = TopicPartition(topic, partition)
-    # A leader still being elected (a new changelog, a broker just restarted) is retriable.
-    _low, end = call_retrying(
-        lambda: reader.get_watermark_offsets(tp, timeout=_WATERMARK_TIMEOUT_S, cached=False),
-        deadline_s=_WATERMARK_TIMEOUT_S,
-    )
-    if start >= end:
-        return
-    reader.assign([TopicPartition(topic, partition, start)])
+    assigned = False
     try:
         while True:
-            # Position, not the last offset read: read_committed skips markers and aborted
-            # records (the position passes them on the next consume), so the last readable
-            # record may lie below `end`.
-            position = reader.position([tp])[0].offset
-            if position >= end:
+            stable, end = _ends(reader, tp)
+            position = reader.consumer.position([tp])[0].offset if assigned else start
+            position = max(position, start)  # no position before the first fetch
+            if position >= end and stable >= end:
                 return
-            if time.monotonic() > deadline:
-                reached = max(position, start)  # no position before the first fetch
-                raise RestoreTimeoutError(
-                    f"restore of changelog partition {partition} stopped at offset {reached} "
-                    f"of {end} at its deadline; a restart resumes from there"
-                )
-            for message in reader.consume(_BATCH, _POLL_S):
-                if message.error():
-                    raise KafkaException(message.error())
-                if message.offset() < end:
-                    yield message.key(), message.value(), message.offset()
+            if not assigned:
+                reader.consumer.assign([TopicPartition(topic, partition, start)])
+                assigned = True
+            yield from _read_to(reader.consumer, tp, (start, end), stable, deadline)
     finally:
-        reader.unassign()
+        if assigned:
+            reader.consumer.unassign()
+
+
+def _ends(reader: ChangelogReader, tp: TopicPartition) -> tuple[int, int]:
+    """(last stable offset, log end offset) of the changelog partition."""
+
+    def ends() -> tuple[int, int]:
+        _low, stable = reader.consumer.get_watermark_offsets(
+            tp, timeout=_WATERMARK_TIMEOUT_S, cached=False
+        )
+        _low, end = reader.watcher.get_watermark_offsets(
+            tp, timeout=_WATERMARK_TIMEOUT_S, cached=False
+        )
+        return int(stable), int(end)
+
+    # A leader still being elected (a new changelog, a broker just restarted) is retriable.
+    return call_retrying(ends, deadline_s=_WATERMARK_TIMEOUT_S)
+
+
+def _read_to(
+    consumer: Consumer,
+    tp: TopicPartition,
+    offsets: tuple[int, int],
+    stable: int,
+    deadline: float,
+) -> Iterator[tuple[bytes, bytes | None, int]]:
+    """Yield the readable records of ``tp`` below ``end`` until its position reaches ``end``;
+    ``start`` is where the restore began (the position before the first fetch)."""
+    start, end = offsets
+    while True:
+        # Position, not the last offset read: read_committed skips markers and aborted
+        # records (the position passes them on the next consume), so the last readable
+        # record may lie below `end`.
+        position = consumer.position([tp])[0].offset
+        if position >= end:
+            return
+        if time.monotonic() > deadline:
+            reached = max(position, start)
+            waiting = (
+                f"; a transaction open since offset {stable} has not ended (a previous owner's)"
+                if stable < end
+                else ""
+            )
+            raise RestoreTimeoutError(
+                f"restore of changelog partition {tp.partition} stopped at offset {reached} "
+                f"of {end} at its deadline{waiting}; a restart resumes from there"
+            )
+        for message in consumer.consume(_BATCH, _POLL_S):
+            if message.error():
+                raise KafkaException(message.error())
+            if message.offset() < end:
+                yield message.key(), message.value(), message.offset()
