@@ -85,6 +85,10 @@ def changelog_tail(
             position = max(position, start)  # no position before the first fetch
             if position >= end and stable >= end:
                 return
+            if position >= end:  # all read, but a transaction at the end is still open
+                _fail_past(deadline, tp, position, end, stable)
+                time.sleep(_POLL_S)
+                continue
             if not assigned:
                 reader.consumer.assign([TopicPartition(topic, partition, start)])
                 assigned = True
@@ -127,19 +131,24 @@ def _read_to(
         position = consumer.position([tp])[0].offset
         if position >= end:
             return
-        if time.monotonic() > deadline:
-            reached = max(position, start)
-            waiting = (
-                f"; a transaction open since offset {stable} has not ended (a previous owner's)"
-                if stable < end
-                else ""
-            )
-            raise RestoreTimeoutError(
-                f"restore of changelog partition {tp.partition} stopped at offset {reached} "
-                f"of {end} at its deadline{waiting}; a restart resumes from there"
-            )
+        _fail_past(deadline, tp, max(position, start), end, stable)
         for message in consumer.consume(_BATCH, _POLL_S):
             if message.error():
                 raise KafkaException(message.error())
             if message.offset() < end:
                 yield message.key(), message.value(), message.offset()
+
+
+def _fail_past(deadline: float, tp: TopicPartition, reached: int, end: int, stable: int) -> None:
+    """RestoreTimeoutError once the deadline has passed, saying where the restore stood."""
+    if time.monotonic() <= deadline:
+        return
+    waiting = (
+        f"; a transaction open since offset {stable} has not ended (a previous owner's)"
+        if stable < end
+        else ""
+    )
+    raise RestoreTimeoutError(
+        f"restore of changelog partition {tp.partition} stopped at offset {reached} "
+        f"of {end} at its deadline{waiting}; a restart resumes from there"
+    )
