@@ -13,12 +13,12 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from replicator.errors import TopicSetupError
-from runtime import Settings, get_logger
-from runtime.topics import cluster_metadata
+from runtime import Settings, call_retrying, get_logger
+from runtime.topics import STARTUP_PATIENCE_S, cluster_metadata, log_waiting
 
 log = get_logger(__name__)
 
@@ -37,7 +37,14 @@ class FlowRecords:
         """Create the topic when missing and read everything recorded so far."""
         if self.topic not in cluster_metadata(admin).topics:
             create(NewTopic(self.topic, 1, -1, config={"cleanup.policy": "compact"}))
-        self._values = self._read_all()
+        # Read at every start-up: a target broker restarting then is waited out, not fatal
+        # (exactly chaos found stage 1 exiting on "Failed to get watermark offsets").
+        try:
+            self._values = call_retrying(
+                self._read_all, deadline_s=STARTUP_PATIENCE_S, backoff_s=1.0, on_retry=log_waiting
+            )
+        except KafkaException as exc:
+            raise TopicSetupError(f"reading {self.topic}: {exc.args[0].str()}") from exc
 
     @property
     def lanes(self) -> dict[str, Any] | None:
@@ -66,6 +73,8 @@ class FlowRecords:
         self._values[key] = value
 
     def _read_all(self) -> dict[str, dict[str, Any]]:
+        """Everything recorded; a KafkaException when the target fails under the read (the
+        caller retries the transient ones from the start)."""
         consumer = Consumer(
             {
                 **self.settings.destination.client_config(),
@@ -83,9 +92,14 @@ class FlowRecords:
             while True:
                 message = consumer.poll(_TIMEOUT_S)
                 if message is None:
-                    raise TopicSetupError(f"could not read {self.topic} to its end")
+                    raise KafkaException(
+                        KafkaError(
+                            KafkaError._TIMED_OUT,
+                            f"{self.topic} not read to its end in {_TIMEOUT_S:.0f} s",
+                        )
+                    )
                 if message.error():
-                    raise TopicSetupError(f"reading {self.topic}: {message.error().str()}")
+                    raise KafkaException(message.error())
                 if message.key():
                     key = message.key().decode()
                     if message.value():

@@ -17,7 +17,7 @@ _TIMEOUT_S = 30.0
 # A role starting while a broker restarts (a crash, a rolling upgrade) waits it out: transport
 # failures and leader elections are retried this long before start-up fails (exactly chaos
 # found the deduplicator exiting on "Broker transport failure" instead).
-_STARTUP_PATIENCE_S = 120.0
+STARTUP_PATIENCE_S = 120.0
 
 
 def ensure_topic(admin: AdminClient, topic: NewTopic) -> None:
@@ -35,14 +35,14 @@ def ensure_topic(admin: AdminClient, topic: NewTopic) -> None:
             raise KafkaException(timed_out) from exc
 
     try:
-        call_retrying(create, deadline_s=_STARTUP_PATIENCE_S, backoff_s=1.0, on_retry=_waiting)
+        call_retrying(create, deadline_s=STARTUP_PATIENCE_S, backoff_s=1.0, on_retry=log_waiting)
     except KafkaException as exc:
         raise TopicSetupError(f"could not create topic {topic.topic}: {exc}") from exc
-    await_leaders(admin, topic.topic, _STARTUP_PATIENCE_S)
+    await_leaders(admin, topic.topic, STARTUP_PATIENCE_S)
 
 
 def cluster_metadata(
-    admin: AdminClient, topic: str | None = None, *, patience_s: float = _STARTUP_PATIENCE_S
+    admin: AdminClient, topic: str | None = None, *, patience_s: float = STARTUP_PATIENCE_S
 ) -> ClusterMetadata:
     """``admin.list_topics`` at start-up, waiting out a broker that restarts or cannot be
     reached for a moment (transient errors retried for ``patience_s``): exactly chaos found
@@ -51,11 +51,11 @@ def cluster_metadata(
         lambda: admin.list_topics(topic, timeout=_TIMEOUT_S),
         deadline_s=patience_s,
         backoff_s=1.0,
-        on_retry=_waiting,
+        on_retry=log_waiting,
     )
 
 
-def _waiting(error: KafkaError) -> None:
+def log_waiting(error: KafkaError) -> None:
     log.warning("cluster not ready; retrying", error=error.str())
 
 
@@ -71,7 +71,7 @@ def await_leaders(admin: AdminClient, topic: str, timeout_s: float = _TIMEOUT_S)
             if classify(error) is not ErrorClass.RETRIABLE:
                 raise TopicSetupError(f"could not describe topic {topic}: {error.str()}") from exc
             found = None  # a broker restarting: the deadline bounds the wait
-            _waiting(error)
+            log_waiting(error)
         if (
             found is not None
             and found.error is None

@@ -1,5 +1,5 @@
-"""The start-up calls (ensure_topic, cluster_metadata) against a real broker that is down when a
-role starts."""
+"""The start-up calls (ensure_topic, cluster_metadata, stage 1's flow records) against a real
+broker that is down when a role starts."""
 
 from __future__ import annotations
 
@@ -10,6 +10,9 @@ from collections.abc import Callable
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from replicator import flowrecords
+from replicator.flowrecords import FlowRecords
+from runtime import load_settings
 from runtime.topics import cluster_metadata, ensure_topic
 
 
@@ -60,3 +63,48 @@ def test_start_up_calls_wait_for_the_broker_to_come_back_not_a_failed_start_up(
     topic = admin.list_topics(name, timeout=30).topics[name]
     assert topic.error is None
     assert len(topic.partitions) == 2
+
+
+def test_stage_1_reads_its_flow_records_through_a_broker_that_stops_answering(
+    target_cluster, unique_topic, monkeypatch
+):
+    broker = target_cluster.broker
+    if broker is None:
+        pytest.skip(f"{target_cluster.kind} clusters give no broker control")
+    bootstrap = target_cluster.bootstrap_servers
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    settings = load_settings(
+        {
+            "KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS": bootstrap,
+            "KAFKA_CLUSTERS_DESTINATION_BOOTSTRAP_SERVERS": bootstrap,
+            "REPLICATION_FLOW": unique_topic("flowrecords"),
+        }
+    )
+    first = FlowRecords(settings)
+    first.load(admin, lambda topic: ensure_topic(admin, topic))
+    first.record_lanes(3, "murmur2")
+
+    # The broker freezes between stage 1's metadata read and its read of the records, and
+    # outlasts several 2 s requests.
+    monkeypatch.setattr(flowrecords, "_TIMEOUT_S", 2.0)
+    read_metadata = flowrecords.cluster_metadata
+    thaw = threading.Timer(6.0, broker.resume)
+
+    def metadata_then_freeze(*args: object, **kwargs: object) -> object:
+        metadata = read_metadata(*args, **kwargs)
+        broker.pause()
+        thaw.start()
+        return metadata
+
+    monkeypatch.setattr(flowrecords, "cluster_metadata", metadata_then_freeze)
+    restarted = FlowRecords(settings)  # stage 1 starting again
+    started = time.monotonic()
+    try:
+        restarted.load(admin, lambda topic: None)
+    finally:
+        thaw.cancel()
+        if thaw.ident is not None:  # started: the freeze happened
+            thaw.join()
+        broker.resume()
+    assert time.monotonic() - started >= 6.0  # it did meet the frozen broker
+    assert restarted.lanes == {"partitions": 3, "function": "murmur2"}
