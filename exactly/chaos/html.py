@@ -87,18 +87,17 @@ def _verdicts(report: Mapping[str, Any]) -> str:
     validate = report.get("validate")
     if validate is not None:
         rows.append(("exactly validate", validate.get("headline", "")))
-    failover = report.get("failover")
-    if failover is not None:
+    for group, failover in report.get("failovers", {}).items():
         exact = "EXACT" if failover.get("exact") else "NOT EXACT"
         rows.append(
             (
-                "failover",
+                f"failover of {group}",
                 f"{exact}: {failover.get('partitions')} partitions, "
                 f"{failover.get('re_read')} read again, {failover.get('skipped')} skipped",
             )
         )
-    elif report.get("failover_error"):
-        rows.append(("failover", f"FAILED: {report['failover_error']}"))
+    for group, error in report.get("failover_errors", {}).items():
+        rows.append((f"failover of {group}", f"FAILED: {error}"))
     body = "".join(f"<tr><th>{_e(name)}</th><td>{_e(text)}</td></tr>" for name, text in rows)
     return f"<table>{body}</table>"
 
@@ -114,6 +113,15 @@ def _figures(report: Mapping[str, Any]) -> str:
         ("longest stall (s)", report.get("longest_stall_s")),
         ("drain after the last fault (s)", report.get("drain_s")),
     ]
+    live = report.get("live_group")
+    if live:
+        figures.append(
+            (
+                "live consumer group on the source",
+                f"{live.get('processed')} records processed, {live.get('commits')} commits, "
+                f"{live.get('failed_commits')} failed under faults",
+            )
+        )
     body = "".join(f"<tr><th>{_e(name)}</th><td>{_e(value)}</td></tr>" for name, value in figures)
     return f"<table>{body}</table>"
 

@@ -49,7 +49,6 @@ def write_report(
 ) -> Path:
     applied = Counter(str(fault["kind"]) for fault in faults)
     verdict = outcome.verdict
-    failover = outcome.failover
     report: dict[str, Any] = {
         "clean": outcome.clean,
         "options": dataclasses.asdict(options),
@@ -73,8 +72,11 @@ def write_report(
             },
             "examples": verdict.examples(),
         },
-        "failover": None if failover is None else dataclasses.asdict(failover),
-        "failover_error": outcome.failover_error,
+        "failovers": {
+            group: dataclasses.asdict(result) for group, result in outcome.failovers.items()
+        },
+        "failover_errors": outcome.failover_errors,
+        "live_group": outcome.live_group,
         "validate": None if outcome.audit is None else outcome.audit.as_dict(),
         "fault_timeline": faults,
         "samples": samples,

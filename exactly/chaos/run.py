@@ -1,18 +1,19 @@
 """The chaos run's timeline, and the clean-up that leaves no process behind.
 
     fresh clusters -> sample topics -> traffic on (transactional, some transactions aborted)
-    -> replicator, two deduplicators sharing the staging partitions, offsetsync
+    -> replicator, two deduplicators sharing the staging partitions, offsetsync; a consumer
+       group (chaos/livegroup.py) reading and committing on the source throughout
     -> the fault window: chaos/plan.py's faults begin and end at their times, overlapping;
        a role that exits by itself is restarted, as an orchestrator would
     -> traffic off -> drain: the destination holds as many records as were committed (bounded)
-    -> the failover: a consumer group stops halfway on the source and must resume on the
-       target at exactly its next record
+    -> the failover: the live group stops where it is, a second group stops halfway on the
+       source, and each must resume on the target at exactly its next record
     -> SIGTERM every role (each must drain, exit 0) -> the record-by-record verdict -> report
 
 Clean only when all hold: every source record once on the destination, in order, unchanged
-(key, value, headers, timestamp); nothing of an aborted transaction; the group resumed exactly;
-every role drained. The clusters are the run's own, made fresh in its directory: a chaos run
-never touches a cluster it was not given.
+(key, value, headers, timestamp); nothing of an aborted transaction; both groups resumed
+exactly; every role drained. The clusters are the run's own, made fresh in its directory: a
+chaos run never touches a cluster it was not given.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pathlib import Path
 
 from exactly.chaos.audit import AuditResult, run_audit
 from exactly.chaos.errors import ChaosError
+from exactly.chaos.livegroup import LiveGroup
 from exactly.chaos.network import Toxiproxy, ensure_toxiproxy, link_name, listener_name
 from exactly.chaos.plan import SESSION_TIMEOUT_S, Fault, Targets, count_by_kind, plan_faults
 from exactly.chaos.report import write_report
@@ -31,15 +33,20 @@ from exactly.chaos.world import Instance, World
 from exactly.demo.cleanup import clean_up
 from exactly.demo.clusters import DemoClusters, DemoLock
 from exactly.demo.destination import DestinationWatch
+from exactly.demo.errors import DemoError
 from exactly.demo.failover import (
     FailoverResult,
     GroupNotMovedError,
+    StoppedGroup,
     await_moved,
     resume_and_compare,
     stop_halfway,
+    stopped_at,
 )
 from exactly.demo.metrics import (
     DEDUPLICATOR_DUPLICATES,
+    OFFSETSYNC_CYCLES,
+    OFFSETSYNC_FAILED_CYCLES,
     REPLICATOR_RECORDS,
     RestartSafeCounters,
     scrape,
@@ -54,8 +61,18 @@ FLOW = "chaos"
 DEDUPLICATORS = tuple(f"{DEDUPLICATOR}-{n}" for n in (1, 2))  # sharing the staging partitions
 INSTANCES = (REPLICATOR, *DEDUPLICATORS, OFFSETSYNC)
 CLUSTERS = ("source", "target")
-FAILOVER_GROUP = "chaos-app"
+FAILOVER_GROUP = "chaos-app"  # stops halfway on the source after the drain
 FAILOVER_TOPIC = TOPICS[0].name
+LIVE_GROUP = "chaos-live"  # consumes and commits on the source for the whole run
+LIVE_TOPIC = TOPICS[1].name
+GROUPS = (LIVE_GROUP, FAILOVER_GROUP)
+# The live group processes a quarter of the traffic's rate; its topic gets a third of it: it
+# lags, and commits inside the log.
+_LIVE_SHARE = 0.25
+# offsetsync cycles that must succeed after the groups stopped before their offsets on the
+# target are read: the first may have fetched the source's offsets before the last commits.
+_SYNC_CYCLES = 2
+_SYNC_TIMEOUT_S = 120.0
 _TICK_S = 0.5
 _SAMPLE_EVERY_S = 1.0
 _SCRAPE_EVERY_S = 2.0
@@ -79,7 +96,9 @@ def chaos_directory() -> Path:
 class ChaosOptions:
     minutes: float = 10.0
     faults: int = 200
-    rate: float = 2000.0  # records/s produced to the source for the whole fault window
+    # Records/s produced to the source for the whole fault window: about 1.3 M in 10 minutes
+    # when a source broker down about a fifth of the time is counted in.
+    rate: float = 3000.0
     seed: int = 0
     drain_timeout_s: float = 300.0
 
@@ -87,9 +106,10 @@ class ChaosOptions:
 @dataclass
 class ChaosOutcome:
     verdict: Verdict | None = None
-    failover: FailoverResult | None = None
+    failovers: dict[str, FailoverResult] = field(default_factory=dict)  # by group
     drained: dict[str, int | None] = field(default_factory=dict)  # role -> SIGTERM exit status
-    failover_error: str | None = None
+    failover_errors: dict[str, str] = field(default_factory=dict)  # by group: why not checked
+    live_group: dict[str, int] = field(default_factory=dict)  # processed, commits, failed
     audit: AuditResult | None = None  # exactly validate --require-complete, the second verdict
 
     @property
@@ -99,8 +119,8 @@ class ChaosOutcome:
             and self.verdict.clean
             and self.audit is not None
             and self.audit.clean
-            and self.failover is not None
-            and self.failover.exact
+            and set(self.failovers) == set(GROUPS)
+            and all(result.exact for result in self.failovers.values())
             and bool(self.drained)
             and all(status == 0 for status in self.drained.values())
         )
@@ -124,9 +144,11 @@ class ChaosRun:
         self._counters = {
             REPLICATOR: RestartSafeCounters([REPLICATOR_RECORDS]),
             **{name: RestartSafeCounters([DEDUPLICATOR_DUPLICATES]) for name in DEDUPLICATORS},
+            OFFSETSYNC: RestartSafeCounters([OFFSETSYNC_CYCLES, OFFSETSYNC_FAILED_CYCLES]),
         }
         self._next_scrape = 0.0
         self._traffic: SampleTraffic | None = None
+        self._live: LiveGroup | None = None
         self._watch: DestinationWatch | None = None
         self._world: World | None = None
         self._faults: list[Fault] = []
@@ -162,6 +184,13 @@ class ChaosRun:
             ride_out=True,
         )
         self._traffic.start()
+        self._live = LiveGroup(
+            self._clusters.source.bootstrap_servers,
+            LIVE_GROUP,
+            LIVE_TOPIC,
+            records_per_second=self.options.rate * _LIVE_SHARE,
+        )
+        self._live.start()
         self._world = self._start_roles()
         self._watch = DestinationWatch(
             self._clusters.target.bootstrap_servers, [t.name for t in TOPICS]
@@ -178,7 +207,7 @@ class ChaosRun:
         self._check_traffic()
         self._drain()
         self.view.stop_live(self._snapshot())
-        self.outcome.failover = self._fail_over()
+        self._fail_over()
         self._stop_roles()
         self.outcome.verdict = self._verdict()
         self.outcome.audit = self._audit()
@@ -234,7 +263,7 @@ class ChaosRun:
             "REPLICATION_STAGING_PARTITIONS": str(_STAGING_PARTITIONS),
             "STATE_DIR": str(self.run_dir / f"state-{name}"),
             "METRICS_PORT": str(metrics_port),
-            "OFFSETSYNC_GROUPS_INCLUDE": FAILOVER_GROUP,
+            "OFFSETSYNC_GROUPS_INCLUDE": ",".join(GROUPS),
             "OFFSETSYNC_INTERVAL_MS": "1000",
         }
 
@@ -326,22 +355,65 @@ class ChaosRun:
             f"{self._drain_s:.1f} s after the fault window"
         )
 
-    def _fail_over(self) -> FailoverResult | None:
-        """The group's failover; None (and the reason in the outcome) when offsetsync did not
-        move it in time: a verdict against the run, not a failure of the run itself."""
-        self._phase = f"moving {FAILOVER_GROUP} to the target"
-        stopped = stop_halfway(
-            self._clusters.source.bootstrap_servers, FAILOVER_GROUP, FAILOVER_TOPIC
-        )
+    def _fail_over(self) -> None:
+        """Both groups' failovers. A group offsetsync did not move in time is a verdict against
+        the run (its reason in the outcome), not a failure of the run itself."""
+        assert self._live is not None
+        source = self._clusters.source.bootstrap_servers
+        self._phase = f"stopping {LIVE_GROUP} and {FAILOVER_GROUP} on the source"
+        stopped: list[StoppedGroup] = []
         try:
-            await_moved(self._clusters.target.bootstrap_servers, stopped, _MOVE_TIMEOUT_S)
-        except GroupNotMovedError as exc:
-            self.outcome.failover_error = str(exc)
-            self.view.say(f"FAILOVER FAILED: {exc}", style="bold red")
-            return None
-        result = resume_and_compare(self._clusters.target.bootstrap_servers, stopped)
-        self.view.show_failover(result, FAILOVER_GROUP, FAILOVER_TOPIC)
-        return result
+            stopped.append(stopped_at(source, LIVE_GROUP, LIVE_TOPIC, self._live.stop()))
+        except (ChaosError, DemoError) as exc:
+            self._failover_failed(LIVE_GROUP, str(exc))
+        finally:
+            processed, commits, failed = self._live.counts
+            self.outcome.live_group = {
+                "processed": processed,
+                "commits": commits,
+                "failed_commits": failed,
+            }
+        stopped.append(stop_halfway(source, FAILOVER_GROUP, FAILOVER_TOPIC))
+        self._phase = "waiting for offsetsync to sync the stopped groups"
+        self._await_sync_cycles()
+        for group in stopped:
+            self._phase = f"moving {group.group} to the target"
+            try:
+                await_moved(self._clusters.target.bootstrap_servers, group, _MOVE_TIMEOUT_S)
+            except GroupNotMovedError as exc:
+                self._failover_failed(group.group, str(exc))
+                continue
+            result = resume_and_compare(self._clusters.target.bootstrap_servers, group)
+            self.outcome.failovers[group.group] = result
+            self.view.show_failover(result, group.group, group.topic)
+
+    def _failover_failed(self, group: str, reason: str) -> None:
+        self.outcome.failover_errors[group] = reason
+        self.view.say(f"FAILOVER FAILED: {reason}", style="bold red")
+
+    def _await_sync_cycles(self) -> None:
+        """Until offsetsync has finished _SYNC_CYCLES successful cycles from now (bounded): its
+        commits on the target then translate the groups' last source commits. A timeout is
+        said, and the comparison shows what offsetsync had done by then."""
+        assert self._world is not None
+        counters = self._counters[OFFSETSYNC]
+
+        def successful() -> int:
+            self._scrape_roles()
+            cycles = counters.total(OFFSETSYNC_CYCLES) or 0
+            return cycles - (counters.total(OFFSETSYNC_FAILED_CYCLES) or 0)
+
+        wanted = successful() + _SYNC_CYCLES
+        deadline = time.monotonic() + _SYNC_TIMEOUT_S
+        while successful() < wanted:
+            if time.monotonic() > deadline:
+                self.view.say(
+                    f"offsetsync did not finish {_SYNC_CYCLES} cycles in {_SYNC_TIMEOUT_S:.0f} s",
+                    style="bold red",
+                )
+                return
+            self._world.supervise()
+            time.sleep(_TICK_S)
 
     def _stop_roles(self) -> None:
         assert self._world is not None
@@ -428,6 +500,8 @@ class ChaosRun:
     def _check_traffic(self) -> None:
         if self._traffic is not None and self._traffic.error:
             raise ChaosError(self._traffic.error)
+        if self._live is not None and self._live.error:
+            raise ChaosError(self._live.error)
 
     def _snapshot(self) -> Snapshot:
         counts = self._traffic.counts if self._traffic is not None else None
@@ -477,6 +551,8 @@ class ChaosRun:
         if network is not None:
             network.stop()
         watch, self._watch = self._watch, None
+        if self._live is not None:
+            self._live.abandon()  # its source is about to go; clean_up stops the rest
         instances = self._world.instances if self._world is not None else {}
         return clean_up(
             self.view,

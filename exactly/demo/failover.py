@@ -96,12 +96,7 @@ class FailoverResult:
 def stop_halfway(bootstrap: str, group: str, topic: str) -> StoppedGroup:
     """`group` processes about half of the readable records of each partition of `topic` on
     the source (read_committed), commits and leaves."""
-    reading = read_committed(bootstrap, [topic], _TIMEOUT_S)
-    if not reading.records:
-        raise DemoError(f"{topic} is not on the source: no group can read it")
-    if reading.unread:
-        raise DemoError(f"{topic}: partitions {_names(reading.unread)} not readable to their end")
-    source = {p: records for (_t, p), records in sorted(reading.records.items())}
+    source = _read_source(bootstrap, topic)
     few = sorted(p for p, records in source.items() if len(records) < 2)
     if few:
         raise DemoError(
@@ -111,6 +106,27 @@ def stop_halfway(bootstrap: str, group: str, topic: str) -> StoppedGroup:
     counts = {p: (len(records) + 1) // 2 for p, records in source.items()}
     committed = process_and_stop(bootstrap, group, topic, counts)
     return StoppedGroup(group, topic, source, committed)
+
+
+def stopped_at(
+    bootstrap: str, group: str, topic: str, committed: Mapping[int, int]
+) -> StoppedGroup:
+    """A group that an application ran on the source and stopped with `committed`: every
+    readable record of `topic` is read now, to tell processed from unprocessed."""
+    source = _read_source(bootstrap, topic)
+    never = sorted(set(source) - set(committed))
+    if never:
+        raise DemoError(f"{group} never committed on {topic} partitions {never}: nothing to move")
+    return StoppedGroup(group, topic, source, dict(committed))
+
+
+def _read_source(bootstrap: str, topic: str) -> dict[int, Sequence[Record]]:
+    reading = read_committed(bootstrap, [topic], _TIMEOUT_S)
+    if not reading.records:
+        raise DemoError(f"{topic} is not on the source: no group can read it")
+    if reading.unread:
+        raise DemoError(f"{topic}: partitions {_names(reading.unread)} not readable to their end")
+    return {p: records for (_t, p), records in sorted(reading.records.items())}
 
 
 def await_moved(

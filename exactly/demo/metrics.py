@@ -22,6 +22,8 @@ REPLICATOR_RECORDS = "exactly_replicator_records_total"
 DEDUPLICATOR_DUPLICATES = "exactly_deduplicator_duplicates_dropped_total"
 DEDUPLICATOR_ORPHANS = "exactly_deduplicator_orphans_total"
 DEDUPLICATOR_DEAD_LETTERS = "exactly_deduplicator_dead_letters_total"
+OFFSETSYNC_CYCLES = "exactly_offsetsync_cycle_seconds_count"  # every cycle, failed ones too
+OFFSETSYNC_FAILED_CYCLES = "exactly_offsetsync_cycle_failures_total"
 _SCRAPE_TIMEOUT_S = 0.5
 
 

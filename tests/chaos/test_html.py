@@ -26,8 +26,18 @@ REPORT = {
         }
     },
     "verdict": {"headline": "NOT EXACTLY ONCE: 20000 records, 7 missing", "missing": 7},
-    "failover": None,
-    "failover_error": "chaos-app was not moved to the target within 60 s",
+    "failovers": {
+        "chaos-live": {
+            "partitions": 3,
+            "processed": 900,
+            "read": 4,
+            "re_read": 0,
+            "skipped": 0,
+            "exact": True,
+        },
+    },
+    "failover_errors": {"chaos-app": "chaos-app was not moved to the target within 60 s"},
+    "live_group": {"processed": 900, "commits": 55, "failed_commits": 6},
     "fault_timeline": [
         {"kind": "broker", "target": "target", "began_s": 10.0, "ended_s": 20.0},
         {"kind": "kill", "target": "replicator<&>", "began_s": 14.0, "ended_s": 16.0},
@@ -70,6 +80,8 @@ def test_the_page_leads_with_the_verdicts_and_draws_every_fault():
     assert "CHAOS RUN NOT CLEAN" in text
     assert "NOT EXACTLY ONCE: 20000 records, 7 missing" in text
     assert "FAILED: chaos-app was not moved" in text
+    assert "EXACT: 3 partitions, 0 read again, 0 skipped" in text  # chaos-live's
+    assert "900 records processed, 55 commits, 6 failed under faults" in text
     assert parsed.tags.count("rect") == 3  # one bar per fault
     assert "network blackhole" in text
     assert parsed.tags.count("polyline") == 2  # committed and destination over time
@@ -81,5 +93,5 @@ def test_the_page_leads_with_the_verdicts_and_draws_every_fault():
 
 
 def test_a_clean_run_says_so():
-    page = render({**REPORT, "clean": True, "failover_error": None})
+    page = render({**REPORT, "clean": True, "failover_errors": {}})
     assert '<h1 class="clean">CHAOS RUN CLEAN</h1>' in page

@@ -54,6 +54,12 @@ def test_a_ten_minute_plan_of_200_faults_keeps_its_rules(seed):
         "reset",
         "blackhole",
     }
+    # A cluster outage (the local clusters have one broker) is rarer than a role's fault, but
+    # each cluster loses its broker several times.
+    outages = [f for f in faults if f.kind in (Kind.BROKER, Kind.CONTROLLER)]
+    assert len(outages) <= 0.3 * len(faults)
+    for cluster in TARGETS.clusters:
+        assert sum(f.kind is Kind.BROKER and f.target == cluster for f in faults) >= 3
     peaks = [active(f.at_s) for f in faults]
     assert max(peaks) >= 2
     assert max(peaks) <= MAX_OVERLAPPING
