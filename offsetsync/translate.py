@@ -246,6 +246,7 @@ class _CopyOf:
         self._destination = destination
         self._found = found
         self._floor = 0
+        self._hinted: int | None = None  # the pending source offset last asked a hint for
         self.header_off = False
 
     @property
@@ -270,6 +271,14 @@ class _CopyOf:
             return STOP
         if self._pending[0].offset() - origin.offset <= _GAP:
             return KEEP
+        # The hint for this record is already behind us: read on. Asking again for every record
+        # read cost a round trip each; exactly chaos found a sync cycle that could no longer
+        # finish in time, for good, where a zombie's aborted copies of later records (their
+        # timestamps in the time index, before the committed copies) put the hint thousands of
+        # records back.
+        if self._hinted == self._pending[0].offset():
+            return KEEP
+        self._hinted = self._pending[0].offset()
         # Far ahead: jump to where its timestamp says the copy can start at the earliest.
         hint = self._destination.offsets_for_times({self._key: self._pending[0].timestamp()[1]})
         start = hint[self._key]

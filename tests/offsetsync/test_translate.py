@@ -10,6 +10,7 @@ import pytest
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from envelope import HEADER_PROVENANCE, encode_provenance
 from offsetsync.reading import ClusterReader
 from offsetsync.translate import (
     BehindRetention,
@@ -250,3 +251,57 @@ def test_a_compacted_away_offset_resumes_at_the_next_surviving_record(
     # so the next record a source consumer would read is a2, at offset 2, copied at 2.
     answer = _translate(readers, source_cluster, topic, copy, 1)
     assert answer == Translated(2, exact=True)
+
+
+def test_a_hint_far_behind_the_copy_is_asked_for_once_not_for_every_record_read(
+    readers, source_cluster, target_cluster, monkeypatch
+):
+    """A zombie stage 2 wrote a copy of a late record and was aborted, before the committed
+    copies: the destination's time index then points the late record's timestamp at the
+    zombie's write, thousands of records before its committed copy."""
+    topic = f"offsetsync.zombiehint.{uuid.uuid4().hex[:8]}"
+    count, committed = 3000, 2900
+    create_topic(source_cluster.bootstrap_servers, topic, 1)
+    create_topic(target_cluster.bootstrap_servers, topic, 1)
+    base = int(time.time() * 1000) - count
+    producer = Producer({"bootstrap.servers": source_cluster.bootstrap_servers})
+    for i in range(count):
+        producer.produce(topic, value=b"%d" % i, partition=0, timestamp=base + i)
+    assert producer.flush(30) == 0
+
+    def copy(producer: Producer, offset: int) -> None:
+        origin = encode_provenance(source_cluster.cluster_id, 0, offset)
+        producer.produce(
+            topic,
+            value=b"%d" % offset,
+            partition=0,
+            timestamp=base + offset,
+            headers=[(HEADER_PROVENANCE, origin)],
+        )
+
+    stage_2 = Producer(
+        {"bootstrap.servers": target_cluster.bootstrap_servers, "transactional.id": topic}
+    )
+    stage_2.init_transactions(30)
+    stage_2.begin_transaction()
+    copy(stage_2, count - 1)  # the zombie's write: in the log, then aborted
+    assert stage_2.flush(30) == 0
+    stage_2.abort_transaction(30)
+    stage_2.begin_transaction()
+    for offset in range(count):
+        copy(stage_2, offset)
+    stage_2.commit_transaction(30)
+
+    _source, destination = readers
+    asked = []
+    ask = destination.offsets_for_times
+
+    def counted(timestamps):
+        asked.append(timestamps)
+        return ask(timestamps)
+
+    monkeypatch.setattr(destination, "offsets_for_times", counted)
+    answer = _translate(readers, source_cluster, topic, topic, committed)
+    # Copies start after the aborted write and its marker (offsets 0 and 1).
+    assert answer == Translated(committed + 2, exact=True)
+    assert len(asked) <= 3, f"{len(asked)} hints asked for one record"
