@@ -3,11 +3,15 @@ and the proof that it stayed exactly once.
 
 One job per module:
 
-    plan.py     the faults of a run, drawn from a seed: kind, target, start, hold
-    world.py    applies and undoes each fault; restarts a role that exits by itself
-    run.py      the timeline: clusters, traffic, roles, the fault window, drain, verdicts
-    report.py   chaos-report.json: the fault timeline, counts over time, restarts, verdicts
+    plan.py       the faults of a run, drawn from a seed: kind, target, start, hold
+    world.py      applies and undoes each fault; restarts a role that exits by itself
+    network.py    toxiproxy: a proxy per role instance and cluster, the network faults
+    livegroup.py  a consumer group consuming and committing on the source through the run
+    run.py        the timeline: clusters, traffic, roles, the fault window, drain, verdicts
+    audit.py      the second verdict: `exactly validate --require-complete` as a subprocess
+    report.py     chaos-report.json: the fault timeline, counts over time, restarts, verdicts
+    html.py       the same report as one self-contained page
 
-The traffic, the record-by-record verdict and the consumer-group failover are the demo's
+The traffic, the record-by-record verdict and the consumer-group failovers are the demo's
 (exactly/demo/), so both commands prove the same thing the same way.
 """

@@ -49,7 +49,7 @@ from exactly.demo.metrics import (
     OFFSETSYNC_FAILED_CYCLES,
     REPLICATOR_RECORDS,
     RestartSafeCounters,
-    scrape,
+    observe_roles,
 )
 from exactly.demo.progress import DemoView, RoleStatus, Snapshot
 from exactly.demo.traffic import INCLUDE_PATTERN, TOPICS, SampleTraffic, create_topics
@@ -478,17 +478,12 @@ class ChaosRun:
         )
 
     def _scrape_roles(self) -> None:
-        """The roles' counters for the live line, best effort: an instance a fault holds (a
-        frozen one would answer nothing until the timeout) is left for the next time."""
+        """The roles' counters for the live line, best effort."""
         if self._world is None:
             return
-        for name, counters in self._counters.items():
-            process = self._world.instances[name].process
-            if self._world.held(name) or process.metrics_port is None:
-                continue
-            running = process.is_running()
-            samples = scrape(process.metrics_port, _SCRAPE_TIMEOUT_S) if running else None
-            counters.observe(process.starts, samples)
+        world = self._world
+        processes = {name: instance.process for name, instance in world.instances.items()}
+        observe_roles(self._counters, processes, timeout_s=_SCRAPE_TIMEOUT_S, skip=world.held)
 
     def _total(self, names: tuple[str, ...], metric: str) -> int | None:
         totals = [t for name in names if (t := self._counters[name].total(metric)) is not None]

@@ -14,9 +14,13 @@ from __future__ import annotations
 import urllib.error
 import urllib.request
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from prometheus_client.parser import text_string_to_metric_families
+
+if TYPE_CHECKING:
+    from localkafka import RoleProcess
 
 REPLICATOR_RECORDS = "exactly_replicator_records_total"
 DEDUPLICATOR_DUPLICATES = "exactly_deduplicator_duplicates_dropped_total"
@@ -77,3 +81,21 @@ class RestartSafeCounters:
         if name not in self._current and name not in self._finished:
             return None
         return int(self._finished.get(name, 0.0) + self._current.get(name, 0.0))
+
+
+def observe_roles(
+    counters: Mapping[str, RestartSafeCounters],
+    processes: Mapping[str, RoleProcess],
+    *,
+    timeout_s: float = _SCRAPE_TIMEOUT_S,
+    skip: Callable[[str], bool] = lambda name: False,
+) -> None:
+    """Scrape each running role that has counters into them; a role that `skip` names (one a
+    fault holds frozen, which would answer nothing until the timeout) is left for next time."""
+    for name, role_counters in counters.items():
+        process = processes.get(name)
+        if process is None or skip(name):
+            continue
+        port = process.metrics_port
+        samples = scrape(port, timeout_s) if port is not None and process.is_running() else None
+        role_counters.observe(process.starts, samples)

@@ -40,7 +40,7 @@ from exactly.demo.metrics import (
     DEDUPLICATOR_ORPHANS,
     REPLICATOR_RECORDS,
     RestartSafeCounters,
-    scrape,
+    observe_roles,
 )
 from exactly.demo.progress import DemoView, RoleStatus, Snapshot
 from exactly.demo.traffic import (
@@ -338,13 +338,8 @@ class DemoRun:
                 )
 
     def _scrape_roles(self) -> None:
-        for role, process in self._roles.items():
-            counters = self._counters.get(role)
-            if counters is None:  # offsetsync: what it did shows in the failover's lines
-                continue
-            port = process.metrics_port
-            samples = scrape(port) if port is not None and process.is_running() else None
-            counters.observe(process.starts, samples)
+        # offsetsync has no counters here: what it did shows in the failover's lines.
+        observe_roles(self._counters, self._roles)
 
     def _traffic_counts(self) -> TrafficCounts:
         return self._traffic.counts if self._traffic is not None else TrafficCounts(0, 0, 0)
