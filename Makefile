@@ -7,7 +7,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: install demo test chaos unit lint bench-envelope bench-replicator bench-pipeline bench-profile bench-commit bench-validate bench-offsetsync bench-memory kafka-jars spark-connector kustomize clean
+.PHONY: install demo test chaos unit lint toxiproxy bench-envelope bench-replicator bench-pipeline bench-profile bench-commit bench-validate bench-offsetsync bench-memory kafka-jars spark-connector kustomize clean
 
 install: $(VENV)/.installed kafka-jars spark-connector kustomize
 
@@ -36,12 +36,19 @@ kustomize:
 		GOBIN="$(TOOLS_DIR)" go install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION); \
 	else echo "no Go toolchain: the tests that render k8s/ with kustomize will be skipped"; fi
 
+# toxiproxy, for exactly chaos's network faults, built once from the Go module proxy into the
+# same cache (exactly/chaos/network.py builds it on first use too; here it is not timed).
+toxiproxy: $(VENV)/.installed
+	@if command -v go >/dev/null 2>&1 || [ -x /usr/local/go/bin/go ]; then \
+		$(BIN)/python -c 'from exactly.chaos.network import ensure_toxiproxy; ensure_toxiproxy()'; \
+	else echo "no Go toolchain: exactly chaos (and its test in make test) cannot inject network faults"; fi
+
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-test: install lint
+test: install toxiproxy lint
 	$(BIN)/pytest --durations=10 $(PYTEST_ARGS)
 
 # The README's first command: installs like `test`, then both stages on two fresh local
@@ -51,7 +58,7 @@ demo: install
 
 # The long crash runs (30 SIGKILLs of each stage under traffic), a one-minute `exactly chaos`,
 # its two mutants and the network test: about 15 minutes here.
-chaos: install
+chaos: install toxiproxy
 	$(BIN)/pytest -m chaos --durations=10 $(PYTEST_ARGS)
 
 # Pure logic only, no broker started.
