@@ -1,9 +1,10 @@
 """`exactly chaos`: the fault-injection run we ship, and its verdict.
 
 Exit status: 0 when the run ends exactly once (record by record and by `exactly validate`,
-both consumer groups' failovers, every role drained), 1 for any other verdict, 2 when the run itself failed (bad options, a
-cluster that would not start; named on stderr), 130 after Ctrl-C, 143 after SIGTERM. Every
-way out runs the same clean-up, so no broker, controller or role outlives the command.
+both consumer groups' failovers, every role drained), 1 for any other verdict, 2 when the run
+itself failed (bad options, a cluster that would not start; named on stderr), 130 after
+Ctrl-C, 143 after SIGTERM. Every way out runs the same clean-up, so no broker, controller or
+role outlives the command.
 """
 
 from __future__ import annotations

@@ -115,11 +115,14 @@ class LiveGroup:
             time.sleep(1.0)
 
     def _commit(self, consumer: Consumer) -> bool:
-        """Commit the position of every assigned partition; whether it was acknowledged."""
+        """Commit the position of every assigned partition; whether it was acknowledged (the
+        read-back in stop(), not this, is what the failover is judged against)."""
         try:
             positions = [tp for tp in consumer.position(consumer.assignment()) if tp.offset >= 0]
-            results = consumer.commit(offsets=positions, asynchronous=False) if positions else []
-            acknowledged = all(tp.error is None for tp in results or [])
+            if not positions:
+                return True  # nothing assigned or read yet: nothing to commit
+            results = consumer.commit(offsets=positions, asynchronous=False) or []
+            acknowledged = all(tp.error is None for tp in results)
         except KafkaException:
             acknowledged = False
         with self._lock:
