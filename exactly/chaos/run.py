@@ -47,9 +47,11 @@ from exactly.demo.metrics import (
     DEDUPLICATOR_DUPLICATES,
     OFFSETSYNC_CYCLES,
     OFFSETSYNC_FAILED_CYCLES,
+    OFFSETSYNC_GROUPS,
     REPLICATOR_RECORDS,
     RestartSafeCounters,
     observe_roles,
+    scrape_labelled,
 )
 from exactly.demo.progress import DemoView, RoleStatus, Snapshot
 from exactly.demo.traffic import INCLUDE_PATTERN, TOPICS, SampleTraffic, create_topics
@@ -392,23 +394,33 @@ class ChaosRun:
         self.view.say(f"FAILOVER FAILED: {reason}", style="bold red")
 
     def _await_sync_cycles(self) -> None:
-        """Until offsetsync has finished _SYNC_CYCLES successful cycles from now (bounded): its
-        commits on the target then translate the groups' last source commits. A timeout is
-        said, and the comparison shows what offsetsync had done by then."""
+        """Until offsetsync has finished _SYNC_CYCLES successful cycles from now and its last
+        cycle found every group synced (bounded): its commits on the target then translate the
+        groups' last source commits. A cycle succeeds while one group's offsets cannot be
+        fetched (that group waits for the next), so cycles alone are not enough: a run found
+        offsetsync unable to fetch chaos-live's offsets for a minute after a source broker
+        restart. A timeout is said, and the comparison shows what offsetsync had done by then."""
         assert self._world is not None
         counters = self._counters[OFFSETSYNC]
+        process = self._world.instances[OFFSETSYNC].process
 
         def successful() -> int:
             self._scrape_roles()
             cycles = counters.total(OFFSETSYNC_CYCLES) or 0
             return cycles - (counters.total(OFFSETSYNC_FAILED_CYCLES) or 0)
 
+        def synced() -> float:
+            port = process.metrics_port
+            states = None if port is None else scrape_labelled(port, OFFSETSYNC_GROUPS, "state")
+            return (states or {}).get("synced", 0.0)
+
         wanted = successful() + _SYNC_CYCLES
         deadline = time.monotonic() + _SYNC_TIMEOUT_S
-        while successful() < wanted:
+        while successful() < wanted or synced() < len(GROUPS):
             if time.monotonic() > deadline:
                 self.view.say(
-                    f"offsetsync did not finish {_SYNC_CYCLES} cycles in {_SYNC_TIMEOUT_S:.0f} s",
+                    f"offsetsync did not sync {', '.join(GROUPS)} within "
+                    f"{_SYNC_TIMEOUT_S:.0f} s of their stop",
                     style="bold red",
                 )
                 return

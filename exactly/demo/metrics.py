@@ -28,19 +28,44 @@ DEDUPLICATOR_ORPHANS = "exactly_deduplicator_orphans_total"
 DEDUPLICATOR_DEAD_LETTERS = "exactly_deduplicator_dead_letters_total"
 OFFSETSYNC_CYCLES = "exactly_offsetsync_cycle_seconds_count"  # every cycle, failed ones too
 OFFSETSYNC_FAILED_CYCLES = "exactly_offsetsync_cycle_failures_total"
+OFFSETSYNC_GROUPS = "exactly_offsetsync_groups"  # a gauge per state, after the last cycle
 _SCRAPE_TIMEOUT_S = 0.5
 
 
 def scrape(port: int, timeout_s: float = _SCRAPE_TIMEOUT_S) -> dict[str, float] | None:
     """Every sample of the role on `port`, summed over labels by sample name; None if it does
     not answer (starting, killed) or answers something unparsable."""
+    text = _metrics_text(port, timeout_s)
+    return None if text is None else parse_samples(text)
+
+
+def scrape_labelled(
+    port: int, name: str, label: str, timeout_s: float = _SCRAPE_TIMEOUT_S
+) -> dict[str, float] | None:
+    """The samples called `name` of the role on `port`, by the value of their `label` (a
+    gauge per state, say); None as scrape() says it."""
+    text = _metrics_text(port, timeout_s)
+    if text is None:
+        return None
+    try:
+        return {
+            sample.labels.get(label, ""): sample.value
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples
+            if sample.name == name
+        }
+    except (ValueError, TypeError, IndexError):
+        return None
+
+
+def _metrics_text(port: int, timeout_s: float) -> str | None:
     url = f"http://127.0.0.1:{port}/metrics"
     try:
         with urllib.request.urlopen(url, timeout=timeout_s) as response:
-            text = response.read().decode("utf-8", errors="replace")
+            body: bytes = response.read()
     except (OSError, urllib.error.URLError, ValueError):
         return None
-    return parse_samples(text)
+    return body.decode("utf-8", errors="replace")
 
 
 def parse_samples(text: str) -> dict[str, float] | None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Gauge, Histogram, start_http_server
 
-from exactly.demo.metrics import RestartSafeCounters, observe_roles
+from exactly.demo.metrics import RestartSafeCounters, observe_roles, scrape_labelled
 from localkafka import free_ports
 
 CYCLES = "exactly_offsetsync_cycle_seconds_count"
@@ -69,3 +69,18 @@ def test_a_role_that_never_answered_has_no_total_not_zero():
     observe_roles(counters, {"replicator": _Process(None, starts=1)})
     observe_roles(counters, {})  # not started yet
     assert counters["replicator"].total(CYCLES) is None
+
+
+def test_a_gauge_per_state_is_read_by_its_label_and_nothing_answers_none():
+    registry = CollectorRegistry()
+    groups = Gauge("exactly_offsetsync_groups", "", ["state"], registry=registry)
+    groups.labels("synced").set(1)
+    groups.labels("waiting").set(1)
+    (port,) = free_ports(1)
+    start_http_server(port, addr="127.0.0.1", registry=registry)
+    assert scrape_labelled(port, "exactly_offsetsync_groups", "state") == {
+        "synced": 1.0,
+        "waiting": 1.0,
+    }
+    (closed,) = free_ports(1)
+    assert scrape_labelled(closed, "exactly_offsetsync_groups", "state") is None
