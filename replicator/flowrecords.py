@@ -17,7 +17,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from replicator.errors import TopicSetupError
-from runtime import Settings, call_retrying, get_logger
+from runtime import Settings, call_retrying, get_logger, kafka_error_of
 from runtime.topics import STARTUP_PATIENCE_S, cluster_metadata, log_waiting
 
 log = get_logger(__name__)
@@ -44,7 +44,7 @@ class FlowRecords:
                 self._read_all, deadline_s=STARTUP_PATIENCE_S, backoff_s=1.0, on_retry=log_waiting
             )
         except KafkaException as exc:
-            raise TopicSetupError(f"reading {self.topic}: {exc.args[0].str()}") from exc
+            raise TopicSetupError(f"reading {self.topic}: {kafka_error_of(exc).str()}") from exc
 
     @property
     def lanes(self) -> dict[str, Any] | None:
