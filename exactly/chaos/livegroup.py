@@ -78,10 +78,14 @@ class LiveGroup:
         self._stop.set()
 
     @property
-    def counts(self) -> tuple[int, int, int]:
-        """Records processed, commits made, commits a fault made fail."""
+    def counts(self) -> dict[str, int]:
+        """Records processed, commits made, commits a fault made fail: as the report shows them."""
         with self._lock:
-            return self._processed, self._commits, self._failed_commits
+            return {
+                "processed": self._processed,
+                "commits": self._commits,
+                "failed_commits": self._failed_commits,
+            }
 
     def _run(self) -> None:
         try:

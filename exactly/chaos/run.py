@@ -369,12 +369,7 @@ class ChaosRun:
         except (ChaosError, DemoError) as exc:
             self._failover_failed(LIVE_GROUP, str(exc))
         finally:
-            processed, commits, failed = self._live.counts
-            self.outcome.live_group = {
-                "processed": processed,
-                "commits": commits,
-                "failed_commits": failed,
-            }
+            self.outcome.live_group = self._live.counts
         stopped.append(stop_halfway(source, FAILOVER_GROUP, FAILOVER_TOPIC))
         self._phase = "waiting for offsetsync to sync the stopped groups"
         self._await_sync_cycles()
