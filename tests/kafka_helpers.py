@@ -31,7 +31,11 @@ def create_topic(
     # broker; wait until metadata shows them all led, or the first produce may fail.
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        topic = admin.list_topics(name, timeout=5).topics.get(name)
+        try:
+            topic = admin.list_topics(name, timeout=5).topics.get(name)
+        except KafkaException:  # a broker a previous test restarted may still be rejoining
+            time.sleep(0.5)
+            continue
         if (
             topic
             and topic.error is None

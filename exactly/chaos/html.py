@@ -98,6 +98,8 @@ def _verdicts(report: Mapping[str, Any]) -> str:
         )
     for group, error in report.get("failover_errors", {}).items():
         rows.append((f"failover of {group}", f"FAILED: {error}"))
+    for link, reason in report.get("unhealed_links", {}).items():
+        rows.append((f"network link {link}", f"NOT HEALED after the window: {reason}"))
     body = "".join(f"<tr><th>{_e(name)}</th><td>{_e(text)}</td></tr>" for name, text in rows)
     return f"<table>{body}</table>"
 
@@ -145,10 +147,16 @@ def _fault_table(faults: Sequence[Mapping[str, Any]]) -> str:
     head = "<tr><th>kind</th><th>target</th><th>began (s)</th><th>ended (s)</th></tr>"
     rows = "".join(
         f"<tr><td>{_e(_kind(f))}</td><td>{_e(f['target'])}</td>"
-        f"<td>{_e(f.get('began_s', '-'))}</td><td>{_e(f.get('ended_s', '-'))}</td></tr>"
+        f"<td>{_e(f.get('began_s', '-'))}</td><td>{_e(_end_of(f))}</td></tr>"
         for f in faults
     )
     return f"<table>{head}{rows}</table>"
+
+
+def _end_of(fault: Mapping[str, Any]) -> object:
+    if "skipped" in fault:
+        return f"skipped: {fault['skipped']}"
+    return fault.get("ended_s", "-")
 
 
 def _legend() -> str:
@@ -188,6 +196,8 @@ def _timeline_svg(
             f'y2="{y + _LANE_H}" stroke="#eee"/>'
         )
     for fault in faults:
+        if "skipped" in fault:
+            continue
         began = float(fault.get("began_s", fault.get("planned_at_s", 0)))
         y = targets.index(str(fault["target"])) * _LANE_H + 3
         colour = _KIND_COLOURS.get(str(fault["kind"]), "#999")

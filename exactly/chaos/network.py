@@ -11,6 +11,11 @@ every byte it exchanges with that broker passes there. A fault is a toxic on one
     blackhole   data stops while connections stay open: longer than the clients' request
                 timeouts (30 s), in runs long enough to hold it (plan.py)
 
+A toxic comes off in the background: toxiproxy's removal flushes what the toxic holds to the
+client, and blocks for as long as the client does not read (a role frozen by SIGSTOP never does
+until SIGCONT, which the fault loop sends; Shopify/toxiproxy#558). Waiting for it there would
+stop the loop that ends the freeze.
+
 toxiproxy (Shopify/toxiproxy, Go) is built once with ``go install`` from the Go module proxy
 into the tool cache beside the Kafka jars, and run as a child process on loopback; this module
 talks to its HTTP API. We do not write a TCP fault proxy of our own.
@@ -24,6 +29,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -38,6 +44,8 @@ TOXIPROXY_VERSION = "v2.12.0"
 _BUILD_TIMEOUT_S = 600.0
 _API_TIMEOUT_S = 5.0
 _READY_TIMEOUT_S = 15.0
+_HEAL_RETRY_S = 1.0
+_HEAL_CALL_TIMEOUT_S = 30.0  # toxiproxy itself answers 503 after 25 s
 # Where Go is when it is not on PATH (the official tarball's place).
 _GO_FALLBACK = Path("/usr/local/go/bin/go")
 
@@ -98,6 +106,9 @@ class Toxiproxy:
         (self._port,) = free_ports(1)
         self._process: subprocess.Popen[bytes] | None = None
         self._toxics: dict[str, list[str]] = {}  # link -> names of its toxics in place
+        self._healing: dict[str, threading.Thread] = {}  # link -> its toxics coming off
+        self._heal_errors: dict[str, str] = {}  # link -> why its last try failed
+        self._stopped = threading.Event()
 
     def start(self) -> None:
         with self._log_path.open("ab") as log:
@@ -119,6 +130,7 @@ class Toxiproxy:
             time.sleep(0.1)
 
     def stop(self) -> None:
+        self._stopped.set()
         if self._process is not None and self._process.poll() is None:
             self._process.kill()
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -136,10 +148,18 @@ class Toxiproxy:
             },
         )
 
+    def healing(self, link: str) -> bool:
+        """Whether the link's last toxics are still coming off: a new fault on it would wait
+        for their removal (toxiproxy holds the link's lock) and stop the fault loop with it."""
+        thread = self._healing.get(link)
+        return thread is not None and thread.is_alive()
+
     def break_link(self, link: str, variant: str) -> None:
         toxics = _TOXICS.get(variant)
         if toxics is None:
             raise ChaosError(f"unknown network fault {variant!r}")
+        if self.healing(link):
+            raise ChaosError(f"{link}: its last fault's toxics are still coming off")
         names = self._toxics.setdefault(link, [])
         for stream in ("downstream", "upstream"):
             name = f"{variant}-{stream}"
@@ -152,10 +172,56 @@ class Toxiproxy:
             names.append(name)  # at once: heal_link removes what is in place, if one failed
 
     def heal_link(self, link: str) -> None:
-        for name in self._toxics.pop(link, []):
-            self._call("DELETE", f"/proxies/{link}/toxics/{name}")
+        """Start taking the link's toxics off; returns at once (see the module's docstring)."""
+        names = self._toxics.pop(link, [])
+        if not names:
+            return
+        thread = threading.Thread(
+            target=self._heal, args=(link, names), name=f"heal {link}", daemon=True
+        )
+        self._healing[link] = thread
+        thread.start()
 
-    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    def await_healed(self, timeout_s: float) -> dict[str, str]:
+        """Wait up to `timeout_s` for every link's toxics to be off; the links still not
+        healed, each with the last reason its removal gave."""
+        deadline = time.monotonic() + timeout_s
+        for thread in list(self._healing.values()):
+            thread.join(max(0.0, deadline - time.monotonic()))
+        return {
+            link: self._heal_errors.get(link, "its toxics are still coming off")
+            for link in self._healing
+            if self.healing(link)
+        }
+
+    def _heal(self, link: str, names: list[str]) -> None:
+        # The removal goes on in the server after a call gives up (toxiproxy answers 503
+        # after 25 s), so each try after the first finds the toxic gone (404) once it is.
+        for name in names:
+            while True:
+                try:
+                    self._call(
+                        "DELETE",
+                        f"/proxies/{link}/toxics/{name}",
+                        missing_ok=True,
+                        timeout_s=_HEAL_CALL_TIMEOUT_S,
+                    )
+                    break
+                except ChaosError as exc:
+                    self._heal_errors[link] = str(exc)
+                    if self._stopped.wait(_HEAL_RETRY_S):
+                        return
+        self._heal_errors.pop(link, None)
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None = None,
+        *,
+        missing_ok: bool = False,
+        timeout_s: float = _API_TIMEOUT_S,
+    ) -> Any:
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(
             f"http://127.0.0.1:{self._port}{path}",
@@ -164,8 +230,12 @@ class Toxiproxy:
             headers={"Content-Type": "application/json"},
         )
         try:
-            with urllib.request.urlopen(request, timeout=_API_TIMEOUT_S) as response:
+            with urllib.request.urlopen(request, timeout=timeout_s) as response:
                 text = response.read().decode()
+        except urllib.error.HTTPError as exc:
+            if missing_ok and exc.code == 404:
+                return None
+            raise ChaosError(f"toxiproxy {method} {path}: {exc}") from exc
         except (OSError, urllib.error.URLError) as exc:
             raise ChaosError(f"toxiproxy {method} {path}: {exc}") from exc
         return json.loads(text) if text.strip() else None

@@ -47,13 +47,13 @@ def write_report(
     drain_s: float | None,
     outcome: ChaosOutcome,
 ) -> Path:
-    applied = Counter(str(fault["kind"]) for fault in faults)
+    applied = Counter(str(fault["kind"]) for fault in faults if "skipped" not in fault)
     verdict = outcome.verdict
     report: dict[str, Any] = {
         "clean": outcome.clean,
         "options": dataclasses.asdict(options),
         "faults_planned": planned,
-        "faults_injected": len(faults),
+        "faults_injected": sum(applied.values()),
         "faults_by_kind": {kind.value: applied.get(kind.value, 0) for kind in Kind},
         "records_committed": traffic.committed if traffic else 0,
         "records_aborted": traffic.aborted if traffic else 0,
@@ -77,6 +77,7 @@ def write_report(
         },
         "failover_errors": outcome.failover_errors,
         "live_group": outcome.live_group,
+        "unhealed_links": outcome.unhealed,
         "validate": None if outcome.audit is None else outcome.audit.as_dict(),
         "fault_timeline": faults,
         "samples": samples,

@@ -87,6 +87,8 @@ _STAGING_PARTITIONS = 6
 _FIRST_RECORDS_TIMEOUT_S = 180.0
 # Drained: the destination gained nothing for this long (and holds every certain record).
 _QUIET_S = 5.0
+# Every role is thawed once the window closes, so each link's toxics come off within seconds.
+_HEAL_TIMEOUT_S = 60.0
 
 
 def chaos_directory() -> Path:
@@ -112,6 +114,7 @@ class ChaosOutcome:
     drained: dict[str, int | None] = field(default_factory=dict)  # role -> SIGTERM exit status
     failover_errors: dict[str, str] = field(default_factory=dict)  # by group: why not checked
     live_group: dict[str, int] = field(default_factory=dict)  # processed, commits, failed
+    unhealed: dict[str, str] = field(default_factory=dict)  # network link -> why, after the window
     audit: AuditResult | None = None  # exactly validate --require-complete, the second verdict
 
     @property
@@ -288,9 +291,12 @@ class ChaosRun:
                     "hold_s": round(fault.hold_s, 1),
                     "began_s": round(now, 1),
                 }
-                self._world.begin(fault)
-                active.append((fault, entry))
+                skipped = self._world.begin(fault)
                 self._timeline.append(entry)
+                if skipped is not None:
+                    entry["skipped"] = skipped  # reported as planned, not counted as injected
+                    continue
+                active.append((fault, entry))
             for fault, entry in [pair for pair in active if pair[0].ends_s <= now]:
                 self._world.end(fault)
                 entry["ended_s"] = round(time.monotonic() - window_start, 1)
@@ -306,6 +312,10 @@ class ChaosRun:
                 + (", ".join(f.name for f, _ in active) or "none")
             )
             self._tick()
+        self._phase = "waiting for every network link to heal"
+        self.outcome.unhealed = self._world.network.await_healed(_HEAL_TIMEOUT_S)
+        for link, reason in self.outcome.unhealed.items():
+            self.view.say(f"{link} did not heal within {_HEAL_TIMEOUT_S:.0f} s: {reason}")
 
     def _await_first_records(self) -> None:
         """The faults begin once records flow end to end: a start-up under faults proves

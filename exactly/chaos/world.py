@@ -48,7 +48,12 @@ class World:
         self.started = started  # times in the report count from here
         self._held: set[str] = set()  # targets a fault holds down: not restarted by supervise
 
-    def begin(self, fault: Fault) -> None:
+    def begin(self, fault: Fault) -> str | None:
+        """Apply the fault; why it was not, if it was not (then `end` must not be called)."""
+        if fault.kind is Kind.NETWORK and self.network.healing(fault.target):
+            # Still waiting for a frozen client to read what the last toxic held: a new one
+            # would wait with it, and stop the loop that thaws the client (chaos/network.py).
+            return "its last network fault is still being healed"
         self._held.add(fault.target)
         if fault.kind is Kind.KILL:
             self.instances[fault.target].process.kill()
@@ -65,6 +70,7 @@ class World:
             self.clusters[fault.target].controller.kill()
         elif fault.kind is Kind.NETWORK:
             self.network.break_link(fault.target, fault.variant)
+        return None
 
     def end(self, fault: Fault) -> None:
         if fault.kind is Kind.NETWORK:

@@ -39,9 +39,14 @@ def test_a_two_minute_chaos_run_injects_every_kind_of_fault_and_ends_exactly_onc
     assert "Traceback" not in output
     report = json.loads((report_dir / "chaos-report.json").read_text())
     assert report["clean"] is True
-    assert report["faults_injected"] == 30
+    # A network fault is skipped only while its link's last toxics still wait for a frozen
+    # role to read (chaos/network.py); every other planned fault is injected and ended.
+    skipped = [fault for fault in report["fault_timeline"] if "skipped" in fault]
+    assert report["faults_injected"] == 30 - len(skipped)
+    assert len(skipped) <= 2, skipped
     assert all(count >= 1 for count in report["faults_by_kind"].values()), report["faults_by_kind"]
-    assert all("ended_s" in fault for fault in report["fault_timeline"])
+    assert all("ended_s" in fault for fault in report["fault_timeline"] if fault not in skipped)
+    assert report["unhealed_links"] == {}
     assert report["records_committed"] > 30_000
     assert report["records_aborted"] > 0
     verdict = report["verdict"]

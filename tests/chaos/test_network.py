@@ -3,6 +3,10 @@ through toxiproxy, and a black hole, resets and latency felt by a real client.""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import socket
+import threading
 import time
 from pathlib import Path
 
@@ -10,8 +14,9 @@ import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
+from exactly.chaos.errors import ChaosError
 from exactly.chaos.network import Toxiproxy, ensure_toxiproxy, listener_name
-from localkafka import LocalCluster
+from localkafka import LocalCluster, free_ports
 
 
 @pytest.mark.chaos
@@ -53,3 +58,61 @@ def test_a_client_through_its_proxy_feels_each_fault_and_recovers_when_it_heals(
     finally:
         network.stop()
         cluster.stop()
+
+
+def test_a_link_to_a_frozen_client_heals_in_the_background_once_the_client_reads(tmp_path: Path):
+    """A latency toxic cannot come off while its client does not read (a role frozen by
+    SIGSTOP: toxiproxy flushes what the toxic holds first). Healing must not wait there: the
+    fault loop that would thaw the role is the one calling it (a CI run once died of it)."""
+    server = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def pump(connection: socket.socket) -> None:
+        with contextlib.suppress(OSError), connection:
+            while not stop.is_set():
+                connection.sendall(os.urandom(65536))
+
+    def serve() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                threading.Thread(target=pump, args=(server.accept()[0],), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    network = Toxiproxy(ensure_toxiproxy(), tmp_path / "toxiproxy.log")
+    (listen,) = free_ports(1)
+    clients: list[socket.socket] = []
+    try:
+        network.start()
+        network.add_link("deduplicator-2@net", listen, server.getsockname()[1])
+        network.break_link("deduplicator-2@net", "latency")
+        for _ in range(4):
+            client = socket.socket()
+            client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # full at once
+            client.connect(("127.0.0.1", listen))
+            clients.append(client)  # reads nothing: frozen
+        time.sleep(4)  # the toxic holds data the clients do not take
+
+        started = time.monotonic()
+        network.heal_link("deduplicator-2@net")
+        assert time.monotonic() - started < 1.0
+        assert network.healing("deduplicator-2@net")
+        unhealed = network.await_healed(2.0)
+        assert list(unhealed) == ["deduplicator-2@net"]
+        with pytest.raises(ChaosError, match="still coming off"):
+            network.break_link("deduplicator-2@net", "reset")
+
+        def read(client: socket.socket) -> None:  # the clients thaw
+            with contextlib.suppress(OSError):
+                while client.recv(1 << 20):
+                    pass
+
+        for client in clients:
+            threading.Thread(target=read, args=(client,), daemon=True).start()
+        assert network.await_healed(60.0) == {}
+        network.break_link("deduplicator-2@net", "reset")  # the link takes faults again
+    finally:
+        stop.set()
+        network.stop()
+        server.close()
+        for client in clients:
+            client.close()
