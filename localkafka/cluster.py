@@ -34,16 +34,27 @@ from collections.abc import Collection, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import (
+    AdminClient,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
+
 from localkafka.errors import ClusterStartError, ClusterStateError
 from localkafka.install import KafkaDistribution, ensure_kafka
 from localkafka.node import KafkaNode
 from localkafka.ports import CLUSTER_PORTS, free_ports, port_is_free
 from localkafka.readiness import wait_until_ready
+from localkafka.security import ADMIN_USER, SCRAM_MECHANISM, USERS, Credentials, make_credentials
 
 READY_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 20.0
 _LOOPBACK = "127.0.0.1"
-_OWN_LISTENERS = frozenset({"PLAINTEXT", "CONTROLLER"})
+_OWN_LISTENERS = frozenset({"PLAINTEXT", "CONTROLLER", "SASL_SSL", "SSL"})
+# The secured listeners of a cluster made with secure=True, each named after its protocol.
+SECURE_PROTOCOLS = ("SASL_SSL", "SSL")
 _CONTROLLER_NODE_ID = 1
 _BROKER_NODE_ID = 2
 _HEARTBEAT_MS = 1000
@@ -53,6 +64,7 @@ _HEARTBEAT_MS = 1000
 _SESSION_TIMEOUT_MS = 6000
 # A restarted broker waits until its dead predecessor is surely fenced (see the module docstring).
 _FENCE_WAIT_S = _SESSION_TIMEOUT_MS / 1000 + 1.0
+_SCRAM_ITERATIONS = 8192  # Kafka's minimum for SCRAM-SHA-512 is 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +77,8 @@ class ClusterInfo:
     # Listeners for clients that reach the broker through a proxy (exactly chaos's network
     # faults): name -> [port the broker listens on, port it advertises = where the proxy listens].
     proxied_listeners: dict[str, list[int]] = field(default_factory=dict)
+    # A secured cluster (create(secure=True)): protocol -> port, with ACLs enforced for them.
+    secure_ports: dict[str, int] = field(default_factory=dict)
 
 
 class LocalCluster:
@@ -87,6 +101,7 @@ class LocalCluster:
         *,
         proxied: Sequence[str] = (),
         reserved_ports: Collection[int] = (),
+        secure: bool = False,
     ) -> LocalCluster:
         """Write the configuration and format the storage of a new cluster in `directory`.
 
@@ -94,6 +109,11 @@ class LocalCluster:
         listen on (`proxied_endpoint`): a client bootstrapped through that proxy is told to
         come back through it, so every byte it exchanges with the broker passes the proxy.
         ``reserved_ports`` are promised to other clusters not started yet: never taken here.
+
+        ``secure`` adds a SASL_SSL listener (SCRAM-SHA-512) and an SSL listener that requires a
+        client certificate, with credentials made for this cluster (localkafka/security.py),
+        and enforces ACLs on them. The PLAINTEXT listener stays, on loopback, for the tools: its
+        principal (ANONYMOUS) is a super-user, as is ``admin``.
         """
         distribution = distribution or ensure_kafka()
         if (directory / "cluster.json").exists():
@@ -101,10 +121,16 @@ class LocalCluster:
         for listener in proxied:
             if not re.fullmatch(r"[A-Z][A-Z0-9_]*", listener) or listener in _OWN_LISTENERS:
                 raise ClusterStateError(f"bad proxied listener name {listener!r}")
+        secured = SECURE_PROTOCOLS if secure else ()
         ports = free_ports(
-            2 + 2 * len(proxied), CLUSTER_PORTS, host=_LOOPBACK, exclude=reserved_ports
+            2 + len(secured) + 2 * len(proxied),
+            CLUSTER_PORTS,
+            host=_LOOPBACK,
+            exclude=reserved_ports,
         )
-        port, controller_port, *pairs = ports
+        port, controller_port, *rest = ports
+        secure_ports = dict(zip(secured, rest[: len(secured)], strict=True))
+        pairs = rest[len(secured) :]
         info = ClusterInfo(
             name=name,
             cluster_id=_new_cluster_id(),
@@ -114,9 +140,12 @@ class LocalCluster:
             proxied_listeners={
                 listener: pairs[2 * i : 2 * i + 2] for i, listener in enumerate(proxied)
             },
+            secure_ports=secure_ports,
         )
         cluster = cls(directory, info)
         try:
+            if secure:
+                make_credentials(cluster.credentials.directory)
             cluster.controller.write_config(cluster._controller_properties())
             cluster.broker.write_config(cluster._broker_properties())
             for node in (cluster.controller, cluster.broker):
@@ -157,7 +186,49 @@ class LocalCluster:
     def ports(self) -> list[int]:
         """Every port this cluster binds or promises (to its proxies)."""
         proxied = [port for pair in self.info.proxied_listeners.values() for port in pair]
-        return [self.info.port, self.info.controller_port, *proxied]
+        secured = list(self.info.secure_ports.values())
+        return [self.info.port, self.info.controller_port, *secured, *proxied]
+
+    @property
+    def secure(self) -> bool:
+        return bool(self.info.secure_ports)
+
+    @property
+    def credentials(self) -> Credentials:
+        return Credentials(self.directory / "security")
+
+    def secure_bootstrap(self, protocol: str) -> str:
+        """The address of the secured listener of ``protocol`` (SASL_SSL or SSL)."""
+        try:
+            return f"127.0.0.1:{self.info.secure_ports[protocol]}"
+        except KeyError:
+            raise ClusterStateError(
+                f"cluster {self.name!r} has no {protocol} listener (made without secure=True?)"
+            ) from None
+
+    def client_properties(self, protocol: str, user: str) -> dict[str, str]:
+        """librdkafka properties (bootstrap.servers included) that connect as ``user`` through
+        the secured listener of ``protocol``: SCRAM on SASL_SSL, its certificate on SSL."""
+        if user not in USERS:
+            raise ClusterStateError(f"cluster {self.name!r} has no user {user!r}")
+        credentials = self.credentials
+        properties = {
+            "bootstrap.servers": self.secure_bootstrap(protocol),
+            "security.protocol": protocol,
+            "ssl.ca.location": str(credentials.ca_path),
+        }
+        if protocol == "SASL_SSL":
+            properties |= {
+                "sasl.mechanism": SCRAM_MECHANISM,
+                "sasl.username": user,
+                "sasl.password": credentials.password(user),
+            }
+        else:
+            properties |= {
+                "ssl.certificate.location": str(credentials.certificate_path(user)),
+                "ssl.key.location": str(credentials.key_path(user)),
+            }
+        return properties
 
     def proxied_endpoint(self, listener: str) -> tuple[int, int]:
         """(the port the broker listens on for ``listener``, the port a proxy must listen on
@@ -219,6 +290,8 @@ class LocalCluster:
                 f"cluster {self.name!r}: {self.bootstrap_servers} answers as cluster {cluster_id}, "
                 f"expected {self.cluster_id} (another broker on that port?)"
             )
+        if self.secure:
+            self._ensure_scram_users(timeout_s)
 
     def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
         """SIGTERM each JVM (then SIGKILL after `timeout_s`): the broker first, for its
@@ -272,6 +345,27 @@ class LocalCluster:
         time.sleep(max(0.0, fenced_at - time.time()))
         self.broker.forget_unclean_end()
 
+    def _ensure_scram_users(self, timeout_s: float) -> None:
+        # SCRAM credentials live in the cluster's metadata: set (again) on every start, through
+        # the PLAINTEXT listener whose principal is a super-user. Idempotent.
+        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
+        credentials = self.credentials
+        upserts = [
+            UserScramCredentialUpsertion(
+                user,
+                ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, _SCRAM_ITERATIONS),
+                credentials.password(user).encode(),
+            )
+            for user in USERS
+        ]
+        for user, future in admin.alter_user_scram_credentials(upserts).items():
+            try:
+                future.result(timeout=timeout_s)
+            except KafkaException as exc:
+                raise ClusterStartError(
+                    f"cluster {self.name!r}: SCRAM credentials of {user!r}: {exc}"
+                ) from exc
+
     def _require_free_port(self, port: int) -> None:
         if not port_is_free(port, _LOOPBACK):
             raise ClusterStartError(
@@ -288,6 +382,33 @@ class LocalCluster:
             "listener.security.protocol.map": "CONTROLLER:PLAINTEXT",
             "log.dirs": str(self.controller.data_dir),
             "broker.session.timeout.ms": str(_SESSION_TIMEOUT_MS),
+            # The controller authorizes the requests brokers forward to it (CreateTopics, ...).
+            **(self._authorizer_properties() if self.secure else {}),
+        }
+
+    def _authorizer_properties(self) -> dict[str, str]:
+        return {
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            # ANONYMOUS: the loopback PLAINTEXT and CONTROLLER listeners, of the tools and of the
+            # broker itself.
+            "super.users": f"User:ANONYMOUS;User:{ADMIN_USER}",
+        }
+
+    def _security_properties(self) -> dict[str, str]:
+        credentials = self.credentials
+        return {
+            **self._authorizer_properties(),
+            "sasl.enabled.mechanisms": SCRAM_MECHANISM,
+            "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": (
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+            ),
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(credentials.broker_keystore_path),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(credentials.ca_path),
+            "listener.name.ssl.ssl.client.auth": "required",
+            # A client certificate's principal is its CN: User:replicator, as on SASL_SSL.
+            "ssl.principal.mapping.rules": "RULE:^CN=([^,]*).*$/$1/,DEFAULT",
         }
 
     def _broker_properties(self) -> dict[str, str]:
@@ -299,6 +420,10 @@ class LocalCluster:
             advertised.append(f"{listener}://127.0.0.1:{via_proxy}")
         protocols = ["PLAINTEXT:PLAINTEXT", "CONTROLLER:PLAINTEXT"]
         protocols += [f"{listener}:PLAINTEXT" for listener in proxied]
+        for protocol, port in self.info.secure_ports.items():
+            listeners.append(f"{protocol}://127.0.0.1:{port}")
+            advertised.append(f"{protocol}://127.0.0.1:{port}")
+            protocols.append(f"{protocol}:{protocol}")
         return {
             "process.roles": "broker",
             "node.id": str(_BROKER_NODE_ID),
@@ -329,6 +454,7 @@ class LocalCluster:
             "auto.create.topics.enable": "false",
             "num.network.threads": "2",
             "num.io.threads": "4",
+            **(self._security_properties() if self.secure else {}),
         }
 
     @property

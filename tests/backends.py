@@ -54,6 +54,8 @@ class KafkaBackend:
     bootstrap_servers: str
     cluster_id: str
     broker: BrokerControl | None = None
+    # The same cluster's secured listeners (SASL_SSL, SSL) and credentials, where we run it.
+    secured: LocalCluster | None = None
     _stop: list = field(default_factory=list, repr=False)
 
     def stop(self) -> None:
@@ -114,7 +116,9 @@ def _external(name: str) -> KafkaBackend:
 
 
 def _localkafka(base_dir: Path) -> dict[str, KafkaBackend]:
-    clusters = [LocalCluster.create(base_dir / name, name) for name in CLUSTER_NAMES]
+    # Secured listeners beside PLAINTEXT, whose principal (ANONYMOUS) is a super-user: the
+    # tests of secured flows use the former, every other test the latter, on the same JVMs.
+    clusters = [LocalCluster.create(base_dir / name, name, secure=True) for name in CLUSTER_NAMES]
     # Tied to this process: a test session killed with SIGKILL leaves no broker behind.
     start_all(clusters, _READY_TIMEOUT_S, tie_to_parent=True)
     return {cluster.name: _local_backend(cluster) for cluster in clusters}
@@ -127,6 +131,7 @@ def _local_backend(cluster: LocalCluster) -> KafkaBackend:
         cluster.bootstrap_servers,
         cluster.cluster_id,
         broker=_LocalBroker(cluster),
+        secured=cluster if cluster.secure else None,
         _stop=[cluster.stop],
     )
 

@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 from runtime.logs import get_logger
 from runtime.settings import Settings
 from validator.compare import find_events
+from validator.java_client import java_options
 from validator.kinds import CONTENT, MATCHED, PROVENANCE, RECORD_COUNTS, SOURCE_RECORD
 from validator.progress import Progress
 from validator.read import DESTINATION, SOURCE, read_both_sides
@@ -23,6 +24,9 @@ from validator.session import spark_session
 from validator.snapshot import Snapshot, TimeRange, take_snapshot, with_current_log_starts
 
 AUTO = "auto"
+# The variables' prefixes, to name them in errors: KAFKA_CLUSTERS_SOURCE, ..._DESTINATION.
+SOURCE_PREFIX = str(Settings.model_fields["source"].alias)
+DESTINATION_PREFIX = str(Settings.model_fields["destination"].alias)
 _log = get_logger("validator")
 
 
@@ -39,6 +43,9 @@ class AuditOptions:
 def run_audit(settings: Settings, options: AuditOptions, progress: Progress) -> dict[str, Any]:
     """The report of one audit; InputError before Spark starts when the input is wrong."""
     started = datetime.now(UTC)
+    # Before anything starts: a security setting the Java client cannot be given is bad input.
+    source_options = java_options(settings.source.client_config(), SOURCE_PREFIX)
+    destination_options = java_options(settings.destination.client_config(), DESTINATION_PREFIX)
     progress.phase("taking the snapshot of both clusters' offsets")
     snapshot = take_snapshot(settings, options.topics, options.times)
     progress.phase("starting Spark")
@@ -52,7 +59,15 @@ def run_audit(settings: Settings, options: AuditOptions, progress: Progress) -> 
     )
     progress.watch(spark.sparkContext)
     try:
-        return _audit(spark, settings, snapshot, options, progress, started)
+        return _audit(
+            spark,
+            settings,
+            snapshot,
+            options,
+            progress,
+            started,
+            (source_options, destination_options),
+        )
     finally:
         spark.stop()
 
@@ -64,6 +79,7 @@ def _audit(
     options: AuditOptions,
     progress: Progress,
     started: datetime,
+    cluster_options: tuple[dict[str, str], dict[str, str]],
 ) -> dict[str, Any]:
     modes = _modes(settings, snapshot, options.match, progress)
     total = sum(r.size for pair in snapshot.pairs for r in pair.source.values())
@@ -73,12 +89,7 @@ def _audit(
         + ", ".join(f"{topic}: by {mode}" for topic, mode in modes.items())
         + ")"
     )
-    both = read_both_sides(
-        spark,
-        snapshot,
-        settings.source.client_config(),
-        settings.destination.client_config(),
-    )
+    both = read_both_sides(spark, snapshot, *cluster_options)
     events = find_events(spark, both, snapshot, modes)
     # One pass over both topics: the counts, and the first finding of each kind in each
     # partition as the examples. Only the destination is cached (compare.py): caching both sides

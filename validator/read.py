@@ -15,32 +15,12 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from envelope.provenance import HEADER_PROVENANCE
-from runtime.logs import get_logger
 from validator.snapshot import OffsetRange, Snapshot
 
 SOURCE = "source"
 DESTINATION = "destination"
 
-# librdkafka properties that mean the same to the Java client Spark uses; the rest have other
-# names there (ssl.ca.location is a truststore) and are named in a warning, never dropped silently.
-_SAME_IN_JAVA = frozenset(
-    {
-        "security.protocol",
-        "sasl.mechanism",
-        "sasl.kerberos.service.name",
-        "client.id",
-        "socket.connection.setup.timeout.ms",
-        "request.timeout.ms",
-    }
-)
-_JAAS_MODULES = {
-    "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
-    "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
-    "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
-}
-
 _PROVENANCE_PATTERN = r"^(.+)/(\d+)/(\d+)$"
-_log = get_logger("validator")
 
 
 def read_both_sides(
@@ -52,7 +32,9 @@ def read_both_sides(
     """One DataFrame: ``side`` (source|destination), ``topic`` (the SOURCE topic name on both
     sides, so that rows of a pair meet), ``partition``, ``offset``, ``kh``, ``vh``, ``hh``,
     ``ts`` (milliseconds), ``h`` (all four), and on the destination ``origin_cluster``,
-    ``origin_partition``, ``origin_offset`` (null without a provenance header)."""
+    ``origin_partition``, ``origin_offset`` (null without a provenance header).
+
+    ``source`` and ``destination`` are each cluster's ``kafka.`` options (java_client.py)."""
     source_ranges = {pair.source_topic: pair.source for pair in snapshot.pairs}
     destination_ranges = {pair.destination_topic: pair.destination for pair in snapshot.pairs}
     to_source_name = {pair.destination_topic: pair.source_topic for pair in snapshot.pairs}
@@ -70,41 +52,13 @@ def read_both_sides(
     return both
 
 
-def kafka_options(cluster: Mapping[str, str]) -> dict[str, str]:
-    """The Java client's options (``kafka.`` prefixed) for a librdkafka client configuration."""
-    options = {"kafka.bootstrap.servers": cluster["bootstrap.servers"]}
-    left_out = []
-    for name, value in cluster.items():
-        if name in _SAME_IN_JAVA:
-            options[f"kafka.{name}"] = value
-        elif name in ("sasl.username", "sasl.password", "bootstrap.servers"):
-            continue
-        else:
-            left_out.append(name)
-    mechanism = cluster.get("sasl.mechanism", cluster.get("sasl.mechanisms", "")).upper()
-    if "sasl.username" in cluster and mechanism in _JAAS_MODULES:
-        options["kafka.sasl.mechanism"] = mechanism
-        options["kafka.sasl.jaas.config"] = (
-            f"{_JAAS_MODULES[mechanism]} required "
-            f"username={json.dumps(cluster['sasl.username'])} "
-            f"password={json.dumps(cluster.get('sasl.password', ''))};"
-        )
-    if left_out:
-        _log.warning(
-            "client properties not passed to Spark's Kafka source: the Java client it uses names "
-            "them differently, and the audit reads without them",
-            properties=",".join(sorted(left_out)),
-        )
-    return options
-
-
 def _any_records(ranges: Mapping[str, Mapping[int, OffsetRange]]) -> bool:
     return any(r.size for partitions in ranges.values() for r in partitions.values())
 
 
 def _kafka(
     spark: SparkSession,
-    cluster: Mapping[str, str],
+    options: Mapping[str, str],
     ranges: Mapping[str, Mapping[int, OffsetRange]],
 ) -> DataFrame:
     # Only partitions with something in range: Spark rejects start == end for some versions, and
@@ -116,7 +70,7 @@ def _kafka(
     wanted = {topic: partitions for topic, partitions in wanted.items() if partitions}
     return (
         spark.read.format("kafka")
-        .options(**kafka_options(cluster))
+        .options(**options)
         .option("assign", json.dumps({t: [int(p) for p in ps] for t, ps in wanted.items()}))
         .option(
             "startingOffsets",

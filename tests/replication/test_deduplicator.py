@@ -13,6 +13,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from envelope import HEADER_PROVENANCE, decode_provenance
+from exactly.acls import ROLES
 from runtime import ErrorClass, classify, kafka_error_of
 from runtime.names import FlowNames
 from tests.kafka_helpers import create_topic
@@ -20,6 +21,7 @@ from tests.replication.datamix import ContinuousProducer, create_data_mix
 from tests.replication.processes import role_processes
 from tests.replication.scrape import free_port, sample, scrape, total
 from tests.replication.staging import read_source
+from tests.secured import secured_flow
 from tests.validator.running import run_validate
 
 
@@ -105,9 +107,12 @@ def _traffic_flow(source_cluster, target_cluster, tmp_path, unique_topic, topics
     )
 
 
+@pytest.mark.parametrize("security", ["plaintext", "secured"])
 def test_data_mix_reaches_the_destination_exactly_once(
-    source_cluster, target_cluster, unique_topic, roles, tmp_path
+    source_cluster, target_cluster, unique_topic, roles, tmp_path, security
 ):
+    """Also with the source on SASL_SSL (SCRAM) and the target on mutual TLS, each role and the
+    audit as their own principal with only the ACLs exactly/acls.py lists for them."""
     mix = create_data_mix(source_cluster.bootstrap_servers, unique_topic("e2e"))
     env = _flow_env(
         source_cluster,
@@ -118,8 +123,13 @@ def test_data_mix_reaches_the_destination_exactly_once(
         REPLICATION_COMMIT_MAX_RECORDS=str(COMMIT_MAX_RECORDS),
         REPLICATION_COMMIT_INTERVAL_MS="60000",  # only the record limit ends a transaction
     )
-    replicator = roles.start("replicator", env)
-    deduplicator = roles.start("deduplicator", {**env, "METRICS_PORT": str(free_port())})
+    envs = dict.fromkeys(ROLES, env)
+    if security == "secured":
+        envs = secured_flow(source_cluster, target_cluster, env, mix.topics)
+    replicator = roles.start("replicator", envs["replicator"])
+    deduplicator = roles.start(
+        "deduplicator", {**envs["deduplicator"], "METRICS_PORT": str(free_port())}
+    )
     source = read_source(source_cluster.bootstrap_servers, mix.topics)
     destination = _await_destination(target_cluster, source)
     assert_exactly_once(source_cluster, source, destination)
@@ -146,7 +156,7 @@ def test_data_mix_reaches_the_destination_exactly_once(
     assert re.search(r'deduplicator counts" records_written=[1-9]', deduplicator.log_text())
 
     # The audit a user runs on the result (issue 6): clean, each record paired by provenance.
-    audit = run_validate(env, tmp_path / "audit", "--require-complete")
+    audit = run_validate(envs["validator"], tmp_path / "audit", "--require-complete")
     assert audit.status == 0, audit.stdout + audit.stderr
     assert {topic["match"] for topic in audit.report["topics"]} == {"provenance"}
     assert audit.report["totals"]["matched"] == written_total

@@ -6,7 +6,6 @@ from datetime import UTC, datetime
 
 import pytest
 
-from validator.read import kafka_options
 from validator.report import build_report
 from validator.snapshot import ClusterInfo, OffsetRange, Snapshot, TimeRange, TopicPair
 
@@ -77,26 +76,3 @@ def test_outside_the_range_is_counted_but_not_a_discrepancy():
     assert report["exit_status"] == 0
     assert report["partitions"][0]["outside_range"]["source_retention"] == 3
     assert report["totals"]["outside_range"] == 3
-
-
-def test_sasl_credentials_become_a_jaas_line_and_unknown_properties_are_named(caplog):
-    options = kafka_options(
-        {
-            "bootstrap.servers": "b:9093",
-            "security.protocol": "SASL_SSL",
-            "sasl.mechanism": "SCRAM-SHA-512",
-            "sasl.username": "alice",
-            "sasl.password": 'p"w',
-            "ssl.ca.location": "/etc/ca.pem",
-        }
-    )
-    assert options["kafka.bootstrap.servers"] == "b:9093"
-    assert options["kafka.security.protocol"] == "SASL_SSL"
-    assert options["kafka.sasl.jaas.config"] == (
-        "org.apache.kafka.common.security.scram.ScramLoginModule required "
-        'username="alice" password="p\\"w";'
-    )
-    assert "kafka.ssl.ca.location" not in options
-    [warning] = caplog.records
-    assert "not passed to Spark's Kafka source" in warning.getMessage()
-    assert "ssl.ca.location" in str(vars(warning))

@@ -1,0 +1,161 @@
+"""The credentials of a secured local cluster: a private CA, the broker's certificate, and for
+each user a SCRAM password and a client certificate, all made for this cluster and kept in its
+directory (``<dir>/security/``, readable by its owner only).
+
+Everything is PEM: the broker reads it with ``ssl.keystore.type=PEM`` and the clients with
+``ssl.ca.location`` / ``ssl.certificate.location`` / ``ssl.key.location``, so neither keytool nor
+an openssl command line is needed, only Python's ``cryptography``.
+
+A user is one principal on both secured listeners: ``User:<name>`` authenticated by SCRAM on
+SASL_SSL, and by a client certificate whose CN is ``<name>`` on SSL (the broker maps the
+certificate's DN to its CN).
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+# The super-user the tools use on the secured listeners; ANONYMOUS (the PLAINTEXT listener's
+# principal, loopback only) is the other: readiness, topic creation and ACL grants use it.
+ADMIN_USER = "admin"
+# One principal per role and one for the audit, so each can be granted only what it needs.
+USERS = (ADMIN_USER, "replicator", "deduplicator", "offsetsync", "validator", "client")
+SCRAM_MECHANISM = "SCRAM-SHA-512"
+_VALID_FOR = datetime.timedelta(days=3650)
+
+
+@dataclass(frozen=True, slots=True)
+class Credentials:
+    """Where one cluster's credentials are: ``<dir>/security``."""
+
+    directory: Path
+
+    @property
+    def ca_path(self) -> Path:
+        return self.directory / "ca.pem"
+
+    @property
+    def broker_keystore_path(self) -> Path:
+        """The broker's private key and certificate chain in one PEM file."""
+        return self.directory / "broker-keystore.pem"
+
+    def certificate_path(self, user: str) -> Path:
+        return self.directory / f"{user}.pem"
+
+    def key_path(self, user: str) -> Path:
+        return self.directory / f"{user}.key"
+
+    def password_path(self, user: str) -> Path:
+        return self.directory / f"{user}.password"
+
+    def password(self, user: str) -> str:
+        return self.password_path(user).read_text().strip()
+
+    def exists(self) -> bool:
+        return self.ca_path.is_file()
+
+
+def make_credentials(directory: Path, users: tuple[str, ...] = USERS) -> Credentials:
+    """A new CA, the broker's certificate (for 127.0.0.1 and localhost) and, for each user, a
+    client certificate and a random SCRAM password, written into `directory`."""
+    directory.mkdir(parents=True, exist_ok=True)
+    os.chmod(directory, 0o700)  # private keys and passwords: the owner's only
+    credentials = Credentials(directory)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localkafka test CA")])
+    ca = (
+        _builder(ca_name, ca_name, ca_key)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    _write(credentials.ca_path, ca.public_bytes(serialization.Encoding.PEM))
+
+    broker_key = ec.generate_private_key(ec.SECP256R1())
+    broker = (
+        _builder(_subject("localhost"), ca_name, broker_key)
+        .add_extension(
+            # Both names a client may dial: librdkafka and the Java client verify the host.
+            x509.SubjectAlternativeName(
+                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+            ),
+            critical=False,
+        )
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    _write(
+        credentials.broker_keystore_path,
+        _pkcs8(broker_key) + broker.public_bytes(serialization.Encoding.PEM),
+    )
+
+    for user in users:
+        key = ec.generate_private_key(ec.SECP256R1())
+        certificate = (
+            _builder(_subject(user), ca_name, key)
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+            .sign(ca_key, hashes.SHA256())
+        )
+        _write(
+            credentials.certificate_path(user), certificate.public_bytes(serialization.Encoding.PEM)
+        )
+        # PKCS#8: the form both librdkafka and the Java client's PEM key store read.
+        _write(credentials.key_path(user), _pkcs8(key))
+        _write(credentials.password_path(user), secrets.token_urlsafe(24).encode() + b"\n")
+    return credentials
+
+
+def _subject(common_name: str) -> x509.Name:
+    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+
+
+def _builder(
+    subject: x509.Name, issuer: x509.Name, key: ec.EllipticCurvePrivateKey
+) -> x509.CertificateBuilder:
+    now = datetime.datetime.now(datetime.UTC)
+    return (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + _VALID_FOR)
+    )
+
+
+def _pkcs8(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+
+
+def _write(path: Path, data: bytes) -> None:
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "wb") as file:
+        file.write(data)
