@@ -30,6 +30,7 @@ from runtime import (
     LIBRDKAFKA_LOG,
     PREFETCH_DEFAULTS,
     ErrorClass,
+    NotAuthorizedError,
     Settings,
     abort_or_replace,
     call_retrying,
@@ -38,6 +39,7 @@ from runtime import (
     get_logger,
     kafka_error_of,
     produce_when_room,
+    refusal,
 )
 from runtime.deadline import hard_deadline
 from runtime.role import static_membership
@@ -135,8 +137,28 @@ class Deduplicator:
                 "error_cb": self._client_error,
             }
         )
-        self._retrying("init_transactions", lambda: producer.init_transactions(TXN_TIMEOUT_S))
+        try:
+            self._retrying("init_transactions", lambda: producer.init_transactions(TXN_TIMEOUT_S))
+        except KafkaException as exc:
+            denied = self._refusal(kafka_error_of(exc))
+            if denied is not None:
+                raise denied from exc
+            raise
         return producer
+
+    def _refusal(self, error: KafkaError) -> NotAuthorizedError | None:
+        names = self.settings.names
+        return refusal(
+            error,
+            "target",
+            {
+                "TRANSACTIONAL_ID": ("WRITE", self._transactional_id),
+                "GROUP": ("READ", names.deduplicator_group),
+                # A fetch names its topic; a transaction's write does not (destination topics,
+                # the changelog, dead letters: README, Security).
+                "TOPIC": ("READ or WRITE", f"{names.staging} or a topic stage 2 writes"),
+            },
+        )
 
     def _client_error(self, error: KafkaError) -> None:
         self.metrics.client_errors.labels(error.name()).inc()
@@ -196,6 +218,9 @@ class Deduplicator:
     def _process(self, message: Message) -> None:
         error = message.error()
         if error is not None:
+            denied = self._refusal(error)
+            if denied is not None:
+                raise denied
             if classify(error) is ErrorClass.FATAL:
                 raise KafkaException(error)
             log.warning("staging consume error", error=error.str())
@@ -419,11 +444,12 @@ class Deduplicator:
             self._commit()
             return True
         except (KafkaException, TransactionFailedError) as exc:
-            if (
-                isinstance(exc, KafkaException)
-                and classify(kafka_error_of(exc)) is ErrorClass.FATAL
-            ):
-                raise
+            if isinstance(exc, KafkaException):
+                denied = self._refusal(kafka_error_of(exc))
+                if denied is not None:
+                    raise denied from exc
+                if classify(kafka_error_of(exc)) is ErrorClass.FATAL:
+                    raise
             # Abortable: abort, rewind staging to the committed offsets, and forget the
             # uncommitted state (RocksDB holds only committed state).
             log.warning("transaction aborted", error=str(exc))

@@ -37,6 +37,7 @@ from replicator.metrics import ReplicatorMetrics
 from replicator.topics import StagingTopic
 from runtime import (
     ErrorClass,
+    NotAuthorizedError,
     Settings,
     admin_client,
     classify,
@@ -44,6 +45,7 @@ from runtime import (
     get_logger,
     kafka_error_of,
     produce_when_room,
+    refusal,
 )
 from runtime.topics import cluster_metadata
 
@@ -93,6 +95,7 @@ class Replicator:
         self._session = 0
         self._session_error: str | None = None
         self._fatal: KafkaError | None = None
+        self._refused: NotAuthorizedError | None = None  # a missing ACL: stop, naming it
         self._max_envelope = staging.max_message_bytes - PRODUCE_OVERHEAD
         self._budget = min(settings.envelope_max_bytes, self._max_envelope)
         self.consumer = Consumer(consumer_config(self.settings, self._on_consumer_error))
@@ -116,6 +119,8 @@ class Replicator:
             if messages:
                 self._replicate(messages)
             self._serve_producer()
+            if self._refused is not None:
+                raise self._refused
             if self._fatal is not None:
                 raise KafkaException(self._fatal)
             if self._session_error is not None:
@@ -223,6 +228,10 @@ class Replicator:
         if session != self._session:
             return  # a dropped producer's late report: its lanes have rewound already
         if error is not None:
+            denied = refusal(error, "target", {"TOPIC": ("WRITE", self.staging.name)})
+            if denied is not None:
+                self._refused = denied  # no session mends a missing ACL
+                return
             # Invariant 2: ANY delivery error ends the session, never a retry of one envelope.
             if self._session_error is None:
                 self._session_error = f"delivery_error:{error.name()}"
@@ -256,7 +265,18 @@ class Replicator:
             self._session_error = f"fatal:{error.name()}"
         report_client_error(self.metrics, "target", error)
 
+    def _source_refusal(self, error: KafkaError, topic: str | None) -> NotAuthorizedError | None:
+        return refusal(
+            error,
+            "source",
+            {
+                "GROUP": ("READ", self.settings.names.replicator_group),
+                "TOPIC": ("READ", topic or "(a source topic)"),
+            },
+        )
+
     def _on_consumer_error(self, error: KafkaError) -> None:
+        self._refused = self._refused or self._source_refusal(error, None)
         if error.fatal():
             # E.g. another instance took our static membership: stop, never fight over it.
             self._fatal = error
@@ -444,6 +464,9 @@ class Replicator:
             self.metrics.partitions_stopped.remove(lane.topic, str(lane.partition), lane.stopped)
 
     def _on_message_error(self, message: Message, error: KafkaError) -> None:
+        denied = self._source_refusal(error, message.topic())
+        if denied is not None:
+            raise denied  # before the partition is taken for one with an unreadable record
         if error.code() == KafkaError._AUTO_OFFSET_RESET and message.topic() is not None:
             self._on_data_loss(message.topic(), message.partition())
             return

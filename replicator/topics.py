@@ -21,7 +21,7 @@ from replicator.errors import StagingMismatchError, TopicSetupError
 from replicator.flowrecords import FlowRecords
 from replicator.lanes import LANE_FUNCTION
 from runtime import Settings, get_logger
-from runtime.topics import cluster_metadata, ensure_topic
+from runtime.topics import cluster_metadata, ensure_topic, require_operations
 
 log = get_logger(__name__)
 
@@ -180,6 +180,7 @@ def ensure_staging(admin: AdminClient, settings: Settings, records: FlowRecords)
             "source partitions would change lanes: restore the partition count or use a new "
             "REPLICATION_FLOW"
         )
+    require_operations(admin, "target", name, ("WRITE",))
     return StagingTopic(name, partitions, _max_message_bytes(admin, name))
 
 

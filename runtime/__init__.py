@@ -9,6 +9,7 @@ from runtime.errors import (
     FatalKafkaError,
     FencedError,
     KafkaClientError,
+    NotAuthorizedError,
     RetriableKafkaError,
 )
 from runtime.http import Health, HttpServer, HttpServerError, serve_http
@@ -17,6 +18,7 @@ from runtime.kafka_errors import (
     call_retrying,
     classify,
     kafka_error_of,
+    refusal,
     to_client_error,
     translate_kafka_errors,
 )
@@ -42,6 +44,7 @@ __all__ = [
     "HttpServer",
     "HttpServerError",
     "KafkaClientError",
+    "NotAuthorizedError",
     "RetriableKafkaError",
     "Settings",
     "abort_or_replace",
@@ -55,6 +58,7 @@ __all__ = [
     "kafka_error_of",
     "load_settings",
     "produce_when_room",
+    "refusal",
     "render_config",
     "serve_http",
     "to_client_error",

@@ -10,7 +10,8 @@ ExactlyError                        root: every package's errors derive from it
 │   ├── RetriableKafkaError         transient: call again after a short backoff
 │   ├── AbortableKafkaError         abort the open transaction, rewind the consumer, begin again
 │   └── FatalKafkaError             this client is unusable: close it, make a new one or exit
-│       └── FencedError             another instance with our identity took over (zombie)
+│       ├── FencedError             another instance with our identity took over (zombie)
+│       └── NotAuthorizedError      the cluster refused an operation on a resource: an ACL
 ├── TopicSetupError                 runtime: a topic could not be created, or got no leaders
 ├── HttpServerError                 runtime.http: the metrics/health port cannot be served
 ├── EnvelopeError                   envelope: anything wrong with an envelope
@@ -102,6 +103,23 @@ class FatalKafkaError(KafkaClientError):
 
 class FencedError(FatalKafkaError):
     """A newer instance with the same transactional.id or group.instance.id fenced this one."""
+
+
+class NotAuthorizedError(FatalKafkaError):
+    """The cluster refused this role's principal ``operation`` on a resource: an ACL is missing
+    (README: Security). Retrying cannot mend it; ``str()`` names what to grant."""
+
+    def __init__(
+        self, kafka_error: KafkaError, *, cluster: str, operation: str, resource: str, name: str
+    ) -> None:
+        super().__init__(kafka_error)
+        self.cluster = cluster
+        self.resource = resource
+        self.name = name
+        self.args = (
+            f"not authorized on the {cluster} cluster: {operation} on {resource} {name} "
+            f"({kafka_error.name()}; grant it to this role's principal)",
+        )
 
 
 _MAX_SHOWN_VALUE = 200  # characters of a variable's value quoted in an error; a PEM is longer

@@ -2,7 +2,8 @@
 
 Rules, first match wins:
 
-1. ``fatal()`` or a fencing code: FATAL (``FencedError`` when fenced).
+1. ``fatal()``, a fencing code or an authorization code: FATAL (``FencedError`` when fenced;
+   ``refusal`` makes a ``NotAuthorizedError`` of the last, where the caller knows the resource).
 2. ``txn_requires_abort()``: ABORTABLE.
 3. ``retriable()``: RETRIABLE.
 4. a code in ``_TRANSIENT_CODES``: RETRIABLE.
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import enum
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TypeVar
 
@@ -24,6 +25,7 @@ from runtime.errors import (
     FatalKafkaError,
     FencedError,
     KafkaClientError,
+    NotAuthorizedError,
     RetriableKafkaError,
 )
 
@@ -107,9 +109,19 @@ _ERROR_TYPES: dict[ErrorClass, type[KafkaClientError]] = {
 }
 
 
+# A missing ACL. Inside a transaction librdkafka flags it abortable (AddPartitionsToTxn): an
+# abort and a retry would meet it again forever, so it is fatal before rule 2.
+_AUTHORIZATION_CODES = {
+    KafkaError.TOPIC_AUTHORIZATION_FAILED: "TOPIC",
+    KafkaError.GROUP_AUTHORIZATION_FAILED: "GROUP",
+    KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: "TRANSACTIONAL_ID",
+    KafkaError.CLUSTER_AUTHORIZATION_FAILED: "CLUSTER",
+}
+
+
 def classify(error: KafkaError) -> ErrorClass:
     """What to do about ``error``: call again, abort the transaction, or give up on the client."""
-    if error.fatal() or error.code() in _FENCING_CODES:
+    if error.fatal() or error.code() in _FENCING_CODES or error.code() in _AUTHORIZATION_CODES:
         return ErrorClass.FATAL
     if error.txn_requires_abort():
         return ErrorClass.ABORTABLE
@@ -123,6 +135,23 @@ def to_client_error(error: KafkaError, operation: str | None = None) -> KafkaCli
     if error.code() in _FENCING_CODES:
         return FencedError(error, operation)
     return _ERROR_TYPES[classify(error)](error, operation)
+
+
+def refusal(
+    error: KafkaError, cluster: str, wanted: Mapping[str, tuple[str, str]]
+) -> NotAuthorizedError | None:
+    """A ``NotAuthorizedError`` when ``error`` is a refused authorization, else None.
+
+    ``wanted`` maps each resource type the call used (TOPIC, GROUP, TRANSACTIONAL_ID) to the
+    operation it needs and the resource's name, so the error names the ACL to grant.
+    """
+    resource = _AUTHORIZATION_CODES.get(error.code())
+    if resource is None:
+        return None
+    operation, name = wanted.get(resource, ("an operation", "(not named by the broker)"))
+    return NotAuthorizedError(
+        error, cluster=cluster, operation=operation, resource=resource, name=name
+    )
 
 
 @contextmanager

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import time
 
-from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic
+from confluent_kafka import KafkaError, KafkaException, TopicCollection
+from confluent_kafka.admin import AclOperation, AdminClient, ClusterMetadata, NewTopic
 
-from runtime.errors import TopicSetupError
-from runtime.kafka_errors import ErrorClass, call_retrying, classify, kafka_error_of
+from runtime.errors import NotAuthorizedError, TopicSetupError
+from runtime.kafka_errors import ErrorClass, call_retrying, classify, kafka_error_of, refusal
 from runtime.logs import get_logger
 
 log = get_logger(__name__)
@@ -37,8 +37,52 @@ def ensure_topic(admin: AdminClient, topic: NewTopic) -> None:
     try:
         call_retrying(create, deadline_s=STARTUP_PATIENCE_S, backoff_s=1.0, on_retry=log_waiting)
     except KafkaException as exc:
-        raise TopicSetupError(f"could not create topic {topic.topic}: {exc}") from exc
+        error = kafka_error_of(exc)
+        if error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+            # Asked at every start, existing or not: the broker says "already exists" only to
+            # a principal allowed to create it (README: Security).
+            raise TopicSetupError(
+                f"not authorized to CREATE topic {topic.topic} ({error.name()}; grant CREATE "
+                "on it to this role's principal, also when it exists)"
+            ) from exc
+        raise TopicSetupError(
+            f"could not create topic {topic.topic}: {error.name()}: {error.str()}"
+        ) from exc
     await_leaders(admin, topic.topic, STARTUP_PATIENCE_S)
+
+
+def require_operations(
+    admin: AdminClient, cluster: str, topic: str, operations: tuple[str, ...]
+) -> None:
+    """Stop with a ``NotAuthorizedError`` naming the first of ``operations`` (Kafka ACL
+    operation names: WRITE, READ) the cluster does not allow this client's principal on
+    ``topic``. Checked at start-up for a refusal that would show later only as something else:
+    a gapless producer reports a refused write as a gap (_GAPLESS_GUARANTEE), not as the ACL."""
+
+    def describe() -> list[AclOperation] | None:
+        collection = TopicCollection([topic])
+        futures = admin.describe_topics(collection, include_authorized_operations=True)
+        operations: list[AclOperation] | None = (
+            futures[topic].result(timeout=_TIMEOUT_S).authorized_operations
+        )
+        return operations
+
+    try:
+        authorized = call_retrying(describe, deadline_s=STARTUP_PATIENCE_S)
+    except KafkaException as exc:
+        denied = refusal(kafka_error_of(exc), cluster, {"TOPIC": ("DESCRIBE", topic)})
+        if denied is not None:
+            raise denied from exc
+        raise
+    if authorized is None:
+        return  # a cluster without an authorizer: every operation is allowed
+    allowed = {op.name for op in authorized}
+    for operation in operations:
+        if operation not in allowed and "ALL" not in allowed:
+            refused = KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED)
+            raise NotAuthorizedError(
+                refused, cluster=cluster, operation=operation, resource="TOPIC", name=topic
+            )
 
 
 def cluster_metadata(

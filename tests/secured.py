@@ -11,6 +11,7 @@ the files to look for the passwords where they must not be.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Mapping, Sequence
 
@@ -49,14 +50,21 @@ def secured_flow(
     source_topics: Sequence[str],
     groups: Sequence[str] = (),
     *,
-    leave_out: Grant | None = None,
+    leave_out: tuple[Grant, str] | None = None,
 ) -> dict[str, dict[str, str]]:
-    """Grant each role its ACLs (all but ``leave_out``) and return each role's environment:
-    ``env`` with both clusters reached through their secured listeners as that role."""
+    """Grant each role its ACLs (all but ``leave_out``: one grant's one operation) and return
+    each role's environment: ``env`` with both clusters reached through their secured
+    listeners as that role."""
     source_cluster, target_cluster = secured_clusters(source, target)
-    grants = [
-        g for g in flow_grants(load_settings(dict(env)), source_topics, groups) if g != leave_out
-    ]
+    grants = flow_grants(load_settings(dict(env)), source_topics, groups)
+    if leave_out is not None:
+        taken, operation = leave_out
+        grants = [
+            dataclasses.replace(g, operations=tuple(o for o in g.operations if o != operation))
+            if g == taken
+            else g
+            for g in grants
+        ]
     for cluster, backend in ((SOURCE, source), (TARGET, target)):
         grant_acls(backend.bootstrap_servers, [g for g in grants if g.cluster == cluster])
     return {

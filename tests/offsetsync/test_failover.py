@@ -34,6 +34,7 @@ from tests.offsetsync.groups import (
 )
 from tests.replication.processes import role_processes
 from tests.replication.scrape import await_metric, free_port, sample, scrape
+from tests.secured import secured_flow
 from tests.validator.planting import PARTITIONS, copy_to_destination, create_source
 
 INTERVAL_MS = "300"
@@ -109,14 +110,19 @@ def _stop_groups_on_source(source_cluster, prefix, topics):
     return committed
 
 
-def _move_and_resume(flow, source_cluster, target_cluster, tmp_path, suffix):
+def _move_and_resume(flow, source_cluster, target_cluster, tmp_path, suffix, *, secured=False):
     """Groups stopped on the source at every position, moved by `python -m offsetsync`, then
     resumed on the `suffix` copy: per group and partition, (what the group read on the target,
-    what it had not processed on the source), and the group prefix."""
+    what it had not processed on the source), and the group prefix. ``secured``: offset sync
+    reaches the source over SASL_SSL and the target over mutual TLS, with only its ACLs."""
     base, topics, records = flow
     prefix = f"g{uuid.uuid4().hex[:8]}"
     committed = _stop_groups_on_source(source_cluster, prefix, topics)
     env = _environment(source_cluster, target_cluster, base, suffix, prefix)
+    if secured:
+        env = secured_flow(
+            source_cluster, target_cluster, env, list(topics.values()), list(committed)
+        )["offsetsync"]
     with role_processes(tmp_path) as roles:
         sync = roles.start("offsetsync", env)
         for group, (topic_name, offsets) in committed.items():
@@ -152,6 +158,16 @@ def test_groups_resume_on_the_target_with_nothing_re_read_and_nothing_skipped(
     copy = f"{flow[1]['planted']}.copy"
     on_target = committed_offsets(target_cluster.bootstrap_servers, group, copy)
     assert describe_with_kafka_tool(target_cluster.bootstrap_servers, group) == on_target
+
+
+def test_groups_resume_exactly_when_offsetsync_reaches_both_clusters_secured(
+    flow, source_cluster, target_cluster, tmp_path
+):
+    outcomes, _prefix = _move_and_resume(
+        flow, source_cluster, target_cluster, tmp_path, "copy", secured=True
+    )
+    for (group, partition), (read, unread) in outcomes.items():
+        assert read == unread, (group, partition)
 
 
 def test_without_the_header_groups_skip_nothing(flow, source_cluster, target_cluster, tmp_path):
