@@ -28,6 +28,7 @@ from confluent_kafka.admin import (
 
 from exactly.acls import ROLES, SOURCE, TARGET, Grant, flow_grants
 from localkafka import LocalCluster
+from localkafka.security import USERS
 from runtime import load_settings
 from tests.backends import KafkaBackend
 
@@ -143,3 +144,26 @@ def _key(binding: AclBinding) -> tuple[object, ...]:
         binding.principal,
         binding.operation,
     )
+
+
+def secrets_of(*clusters: LocalCluster) -> list[str]:
+    """What must never be shown: every user's SCRAM password, and each line of every private
+    key's body (the users' and the broker's)."""
+    secrets = []
+    for cluster in clusters:
+        credentials = cluster.credentials
+        keys = [credentials.broker_keystore_path.read_text()]
+        for user in USERS:
+            secrets.append(credentials.password(user))
+            keys.append(credentials.key_path(user).read_text())
+        for pem in keys:
+            body = pem.split("PRIVATE KEY-----", 1)[1].split("-----END", 1)[0]
+            secrets += [line for line in body.split() if len(line) >= 16]
+    return secrets
+
+
+def assert_no_secret(texts: Mapping[str, str], secrets: Sequence[str]) -> None:
+    """None of ``secrets`` in any of ``texts`` (what each text is: its name)."""
+    assert len(secrets) > len(USERS)  # there is something to look for
+    leaks = [name for name, text in texts.items() for secret in secrets if secret in text]
+    assert leaks == [], f"secrets shown in: {sorted(set(leaks))}"

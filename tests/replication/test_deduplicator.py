@@ -4,10 +4,12 @@ byte-identical, each once (issue 5)."""
 
 from __future__ import annotations
 
+import os
 import random
 import re
 import shutil
 import time
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -16,12 +18,13 @@ from envelope import HEADER_PROVENANCE, decode_provenance
 from exactly.acls import ROLES
 from runtime import ErrorClass, classify, kafka_error_of
 from runtime.names import FlowNames
+from tests.commands import run_exactly
 from tests.kafka_helpers import create_topic
 from tests.replication.datamix import ContinuousProducer, create_data_mix
 from tests.replication.processes import role_processes
 from tests.replication.scrape import free_port, sample, scrape, total
 from tests.replication.staging import read_source
-from tests.secured import secured_flow
+from tests.secured import assert_no_secret, secrets_of, secured_flow
 from tests.validator.running import run_validate
 
 
@@ -126,6 +129,10 @@ def test_data_mix_reaches_the_destination_exactly_once(
     envs = dict.fromkeys(ROLES, env)
     if security == "secured":
         envs = secured_flow(source_cluster, target_cluster, env, mix.topics)
+        # Stage 1's password inline, as a Kubernetes Secret in its environment would give it.
+        inline = envs["replicator"]
+        path = inline.pop("KAFKA_CLUSTERS_SOURCE_PROPERTIES_SASL_PASSWORD_FILE")
+        inline["KAFKA_CLUSTERS_SOURCE_PROPERTIES_SASL_PASSWORD"] = Path(path).read_text().strip()
     replicator = roles.start("replicator", envs["replicator"])
     deduplicator = roles.start(
         "deduplicator", {**envs["deduplicator"], "METRICS_PORT": str(free_port())}
@@ -161,6 +168,16 @@ def test_data_mix_reaches_the_destination_exactly_once(
     assert {topic["match"] for topic in audit.report["topics"]} == {"provenance"}
     assert audit.report["totals"]["matched"] == written_total
     assert len(audit.report["partitions"]) == mix.total_partitions
+    if security == "secured":
+        # Secrets never leak: not in a log line, a metric, `exactly config`, the audit's output.
+        shown = {path.name: path.read_text() for path in tmp_path.rglob("*.log")}
+        shown |= {path.name: path.read_text() for path in (tmp_path / "audit").iterdir()}
+        shown |= {"metrics": metrics, "validate": audit.stdout + audit.stderr}
+        for role in ROLES:
+            config = run_exactly("config", env={**os.environ, **envs[role]})
+            assert config.returncode == 0, config.stderr
+            shown[f"exactly config ({role})"] = config.stdout + config.stderr
+        assert_no_secret(shown, secrets_of(source_cluster.secured, target_cluster.secured))
 
 
 def _crash_run(source_cluster, target_cluster, unique_topic, roles, tmp_path, *, kills: int):
