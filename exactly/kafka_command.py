@@ -21,10 +21,12 @@ from localkafka import (
     ensure_kafka,
     start_all,
 )
+from localkafka.cluster import SECURE_PROTOCOLS
+from localkafka.security import ADMIN_USER, USERS
 
-_EXPORTS = {
-    "source": "KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS",
-    "target": "KAFKA_CLUSTERS_DESTINATION_BOOTSTRAP_SERVERS",
+_EXPORTS = {  # the variables' prefix for each default cluster
+    "source": "KAFKA_CLUSTERS_SOURCE",
+    "target": "KAFKA_CLUSTERS_DESTINATION",
 }
 
 
@@ -43,12 +45,21 @@ def install() -> None:
 
 @kafka.command()
 @click.argument("names", nargs=-1)
-def up(names: tuple[str, ...]) -> None:
+@click.option(
+    "--secure",
+    is_flag=True,
+    help="Made with a SASL_SSL (SCRAM-SHA-512) and a mutual-TLS listener, a private CA, a user "
+    "per role and ACLs enforced (README: Security).",
+)
+def up(names: tuple[str, ...], secure: bool) -> None:
     """Create (first time) and start clusters; default: source and target."""
     registry = ClusterRegistry()
     started = time.monotonic()
     with _errors_to_exit():
-        clusters = [registry.get_or_create(name) for name in names or DEFAULT_NAMES]
+        clusters = [
+            registry.get_or_create(name, secure=True if secure else None)
+            for name in names or DEFAULT_NAMES
+        ]
         start_all(clusters)
     for cluster in clusters:
         _print_status(cluster)
@@ -127,12 +138,35 @@ def _print_status(cluster: LocalCluster) -> None:
         f"{cluster.name}: {state} bootstrap={cluster.bootstrap_servers} "
         f"cluster_id={cluster.cluster_id} dir={cluster.directory} log={cluster.log_path}"
     )
+    if cluster.secure:
+        secured = " ".join(f"{p}={cluster.secure_bootstrap(p)}" for p in SECURE_PROTOCOLS)
+        click.echo(
+            f"  secured: {secured}; ACLs enforced; users {', '.join(USERS)} "
+            f"(CA, certificates, keys and passwords in {cluster.credentials.directory})"
+        )
 
 
 def _print_exports(clusters: list[LocalCluster]) -> None:
+    """What a role needs in its environment: for secured clusters the source over SASL_SSL and
+    the target over mutual TLS as the admin user (a super-user; each role has a user of its own
+    for least privilege), the password by its file, never printed."""
     for cluster in clusters:
-        if cluster.name in _EXPORTS:
-            click.echo(f"export {_EXPORTS[cluster.name]}={cluster.bootstrap_servers}")
+        prefix = _EXPORTS.get(cluster.name)
+        if prefix is None:
+            continue
+        if not cluster.secure:
+            click.echo(f"export {prefix}_BOOTSTRAP_SERVERS={cluster.bootstrap_servers}")
+            continue
+        protocol = "SASL_SSL" if cluster.name == "source" else "SSL"
+        for name, value in cluster.client_properties(protocol, ADMIN_USER).items():
+            if name == "bootstrap.servers":
+                click.echo(f"export {prefix}_BOOTSTRAP_SERVERS={value}")
+            elif name == "sasl.password":
+                path = cluster.credentials.password_path(ADMIN_USER)
+                click.echo(f"export {prefix}_PROPERTIES_SASL_PASSWORD_FILE={path}")
+            else:
+                variable = f"{prefix}_PROPERTIES_{name.upper().replace('.', '_')}"
+                click.echo(f"export {variable}={value}")
 
 
 @contextmanager

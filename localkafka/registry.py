@@ -37,16 +37,28 @@ class ClusterRegistry:
     def get(self, name: str) -> LocalCluster:
         return LocalCluster.open(self._directory(name))
 
-    def get_or_create(self, name: str, *, proxied: Sequence[str] = ()) -> LocalCluster:
-        """The cluster ``name``; made with the ``proxied`` listeners if it does not exist yet
-        (an existing cluster keeps the listeners it was made with)."""
+    def get_or_create(
+        self, name: str, *, proxied: Sequence[str] = (), secure: bool | None = None
+    ) -> LocalCluster:
+        """The cluster ``name``; made with the ``proxied`` listeners (and the secured ones, if
+        ``secure``) if it does not exist yet. An existing cluster keeps the listeners it was
+        made with; asked for with ``secure`` True or False, it must match."""
         directory = self._directory(name)
         if (directory / "cluster.json").is_file():
-            return LocalCluster.open(directory)
+            cluster = LocalCluster.open(directory)
+            if secure is not None and cluster.secure != secure:
+                made = "with" if cluster.secure else "without"
+                raise ClusterStateError(
+                    f"cluster {name!r} was made {made} secured listeners; remove it first "
+                    f"(exactly kafka down --purge {name})"
+                )
+            return cluster
         # The other clusters' ports may be unbound now (stopped, or not started yet): they
         # are theirs all the same.
         taken = [port for other in self.names() for port in self.get(other).ports]
-        return LocalCluster.create(directory, name, proxied=proxied, reserved_ports=taken)
+        return LocalCluster.create(
+            directory, name, proxied=proxied, reserved_ports=taken, secure=bool(secure)
+        )
 
     def _directory(self, name: str) -> Path:
         if not name or "/" in name or name.startswith("."):

@@ -6,8 +6,12 @@ import os
 import re
 from pathlib import Path
 
+import pytest
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
+from localkafka import ClusterRegistry
+from runtime import load_settings
 from tests.commands import run_exactly
 
 
@@ -86,3 +90,45 @@ def test_status_names_an_unknown_cluster(tmp_path):
     assert "no cluster in" in result.stderr
     assert "nosuch" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_up_secure_prints_what_reaches_each_cluster_through_its_secured_listener(tmp_path):
+    env = {**os.environ, "LOCALKAFKA_STATE_DIR": str(tmp_path / "clusters")}
+    up = run_exactly("kafka", "up", "--secure", "source", "target", env=env)
+    try:
+        assert up.returncode == 0, up.stderr
+        exports = dict(re.findall(r"^export (\w+)=(.*)$", up.stdout, re.M))
+        assert exports["KAFKA_CLUSTERS_SOURCE_PROPERTIES_SECURITY_PROTOCOL"] == "SASL_SSL"
+        assert exports["KAFKA_CLUSTERS_DESTINATION_PROPERTIES_SECURITY_PROTOCOL"] == "SSL"
+        password_file = Path(exports["KAFKA_CLUSTERS_SOURCE_PROPERTIES_SASL_PASSWORD_FILE"])
+        assert password_file.read_text().strip() not in up.stdout  # by its file, never shown
+        settings = load_settings({**exports, "REPLICATION_TOPICS_INCLUDE": "none"})
+        for cluster in (settings.source, settings.destination):
+            assert AdminClient(cluster.client_config()).list_topics(timeout=15).brokers
+        # The same listener refuses a client without credentials.
+        unauthenticated = AdminClient(
+            {
+                "bootstrap.servers": settings.destination.client_config()["bootstrap.servers"],
+                "log_level": "0",
+            }
+        )
+        with pytest.raises(KafkaException):
+            unauthenticated.list_topics(timeout=3)
+
+        again = run_exactly("kafka", "up", "source", env=env)  # made secure, stays secure
+        assert again.returncode == 0, again.stderr
+        assert "secured: SASL_SSL=" in again.stdout
+    finally:
+        down = run_exactly("kafka", "down", "--purge", env=env)
+    assert down.returncode == 0, down.stderr
+    assert _running_pids(tmp_path / "clusters") == {}
+
+
+def test_up_secure_refuses_a_cluster_made_without_security(tmp_path):
+    env = {**os.environ, "LOCALKAFKA_STATE_DIR": str(tmp_path / "clusters")}
+    registry = ClusterRegistry(tmp_path / "clusters")
+    registry.get_or_create("plain")  # made, never started
+    up = run_exactly("kafka", "up", "--secure", "plain", env=env)
+    assert up.returncode == 1
+    assert "cluster 'plain' was made without secured listeners" in up.stderr
+    assert "exactly kafka down --purge plain" in up.stderr
