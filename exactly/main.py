@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from exactly.acls_command import acls
 from exactly.chaos_command import chaos
 from exactly.config_command import config
 from exactly.demo_command import demo
@@ -55,6 +56,7 @@ def run() -> None:
 
 
 cli.add_command(kafka)
+cli.add_command(acls)
 cli.add_command(config)
 cli.add_command(demo)
 cli.add_command(chaos)
