@@ -7,7 +7,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: install demo test chaos unit lint toxiproxy bench-envelope bench-replicator bench-pipeline bench-profile bench-commit bench-validate bench-offsetsync bench-memory kafka-jars spark-connector kustomize clean
+.PHONY: install demo test chaos unit lint toxiproxy bench-envelope bench-replicator bench-pipeline bench-profile bench-commit bench-validate bench-offsetsync bench-tls bench-memory kafka-jars spark-connector kustomize clean
 
 install: $(VENV)/.installed kafka-jars spark-connector kustomize
 
@@ -93,6 +93,11 @@ bench-commit: install
 # with a plain consumer (goal: within 2x), and its driver's peak memory (about 7 minutes).
 bench-validate: install
 	$(BIN)/python bench/validator_vs_consumer.py
+
+# Issue 18's measure: each role's time through the secured listeners (SASL_SSL source, mutual
+# TLS target, least-privilege ACLs) beside PLAINTEXT, same brokers, one run (about 8 minutes).
+bench-tls: install
+	$(BIN)/python bench/tls_cost.py --rounds 2
 
 # Issue 7's measure: offset sync's lag (p50/p99) and its requests per second to each cluster with
 # 50 groups x 12 partitions committing every second under live traffic (about 1.5 minutes).

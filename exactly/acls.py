@@ -19,8 +19,19 @@ allowed to create them (without CREATE it answers "not authorized").
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+
+from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+)
 
 from runtime.settings import Settings
 
@@ -33,6 +44,7 @@ _OFFSETSYNC_READER_GROUP = "exactly-offsetsync-reader"  # offsetsync/reading.py
 _VALIDATOR_SAMPLE_GROUP = "exactly-validate-sample"  # validator/sample.py
 # Spark's Kafka source names its consumers' groups spark-kafka-relation-<uuid>-...
 _SPARK_GROUP_PREFIX = "spark-kafka-relation-"
+_TIMEOUT_S = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,3 +262,60 @@ def flow_grants(
 
 def for_role(grants: Iterable[Grant], role: str, cluster: str) -> list[Grant]:
     return [g for g in grants if g.role == role and g.cluster == cluster]
+
+
+def apply_grants(
+    bootstrap_servers: str,
+    grants: Sequence[Grant],
+    principal: Callable[[str], str] = lambda role: f"User:{role}",
+) -> None:
+    """Create the grants' ACLs through ``bootstrap_servers`` (an admin's client, PLAINTEXT
+    here: configure others with ``kafka-acls.sh``) and wait until the broker enforces them: it
+    learns them from the metadata log a moment after the controller commits them."""
+    bindings = [
+        AclBinding(
+            ResourceType[grant.resource],
+            grant.name,
+            ResourcePatternType.PREFIXED if grant.prefixed else ResourcePatternType.LITERAL,
+            principal(grant.role),
+            "*",
+            AclOperation[operation],
+            AclPermissionType.ALLOW,
+        )
+        for grant in grants
+        for operation in grant.operations
+    ]
+    if not bindings:
+        return
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    for future in admin.create_acls(bindings).values():
+        future.result(timeout=_TIMEOUT_S)
+    wanted = {_key(binding) for binding in bindings}
+    every_acl = AclBindingFilter(
+        ResourceType.ANY,
+        None,
+        ResourcePatternType.ANY,
+        None,
+        None,
+        AclOperation.ANY,
+        AclPermissionType.ANY,
+    )
+    deadline = time.monotonic() + _TIMEOUT_S
+    while True:
+        present = {_key(b) for b in admin.describe_acls(every_acl).result(timeout=_TIMEOUT_S)}
+        if wanted <= present:
+            return
+        if time.monotonic() > deadline:
+            missing = len(wanted - present)
+            raise TimeoutError(f"{missing} ACLs not enforced by the broker {_TIMEOUT_S:.0f} s on")
+        time.sleep(0.1)
+
+
+def _key(binding: AclBinding) -> tuple[object, ...]:
+    return (
+        binding.restype,
+        binding.name,
+        binding.resource_pattern_type,
+        binding.principal,
+        binding.operation,
+    )

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 
 import click
 
+from exactly.localenv import DESTINATION_PREFIX, SOURCE_PREFIX, cluster_environment
 from localkafka import (
     DEFAULT_NAMES,
     ClusterRegistry,
@@ -24,10 +25,7 @@ from localkafka import (
 from localkafka.cluster import SECURE_PROTOCOLS
 from localkafka.security import ADMIN_USER, USERS
 
-_EXPORTS = {  # the variables' prefix for each default cluster
-    "source": "KAFKA_CLUSTERS_SOURCE",
-    "target": "KAFKA_CLUSTERS_DESTINATION",
-}
+_EXPORTS = {"source": SOURCE_PREFIX, "target": DESTINATION_PREFIX}  # the variables' prefixes
 
 
 @click.group()
@@ -149,24 +147,16 @@ def _print_status(cluster: LocalCluster) -> None:
 def _print_exports(clusters: list[LocalCluster]) -> None:
     """What a role needs in its environment: for secured clusters the source over SASL_SSL and
     the target over mutual TLS as the admin user (a super-user; each role has a user of its own
-    for least privilege), the password by its file, never printed."""
+    for least privilege: exactly acls), the password by its file, never printed."""
     for cluster in clusters:
         prefix = _EXPORTS.get(cluster.name)
         if prefix is None:
             continue
-        if not cluster.secure:
-            click.echo(f"export {prefix}_BOOTSTRAP_SERVERS={cluster.bootstrap_servers}")
-            continue
-        protocol = "SASL_SSL" if cluster.name == "source" else "SSL"
-        for name, value in cluster.client_properties(protocol, ADMIN_USER).items():
-            if name == "bootstrap.servers":
-                click.echo(f"export {prefix}_BOOTSTRAP_SERVERS={value}")
-            elif name == "sasl.password":
-                path = cluster.credentials.password_path(ADMIN_USER)
-                click.echo(f"export {prefix}_PROPERTIES_SASL_PASSWORD_FILE={path}")
-            else:
-                variable = f"{prefix}_PROPERTIES_{name.upper().replace('.', '_')}"
-                click.echo(f"export {variable}={value}")
+        protocol = None
+        if cluster.secure:
+            protocol = "SASL_SSL" if cluster.name == "source" else "SSL"
+        for variable, value in cluster_environment(prefix, cluster, protocol, ADMIN_USER).items():
+            click.echo(f"export {variable}={value}")
 
 
 @contextmanager

@@ -17,7 +17,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from replicator.errors import TopicSetupError
-from runtime import Settings, call_retrying, get_logger, kafka_error_of
+from runtime import Settings, call_retrying, get_logger, kafka_error_of, refusal
 from runtime.topics import STARTUP_PATIENCE_S, cluster_metadata, log_waiting
 
 log = get_logger(__name__)
@@ -65,11 +65,28 @@ class FlowRecords:
         producer = Producer(
             {**self.settings.destination.client_config(), "enable.idempotence": True}
         )
+        failed: list[KafkaError] = []
+
+        def delivered(error: KafkaError | None, _message: object) -> None:
+            if error is not None:
+                failed.append(error)
+
         producer.produce(
-            self.topic, key=key.encode(), value=json.dumps(value).encode(), partition=0
+            self.topic,
+            key=key.encode(),
+            value=json.dumps(value).encode(),
+            partition=0,
+            on_delivery=delivered,
         )
+        # A refused or failed delivery leaves nothing queued either: flush() alone would take
+        # it for written, and the flow would go on without what it must remember.
         if producer.flush(_TIMEOUT_S) != 0:
-            raise TopicSetupError(f"could not record {key} in {self.topic}")
+            raise TopicSetupError(f"could not record {key} in {self.topic}: no answer")
+        if failed:
+            denied = refusal(failed[0], "target", {"TOPIC": ("WRITE", self.topic)})
+            if denied is not None:
+                raise denied
+            raise TopicSetupError(f"could not record {key} in {self.topic}: {failed[0].str()}")
         self._values[key] = value
 
     def _read_all(self) -> dict[str, dict[str, Any]]:

@@ -12,21 +12,12 @@ the files to look for the passwords where they must not be.
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Mapping, Sequence
 
 import pytest
-from confluent_kafka.admin import (
-    AclBinding,
-    AclBindingFilter,
-    AclOperation,
-    AclPermissionType,
-    AdminClient,
-    ResourcePatternType,
-    ResourceType,
-)
 
-from exactly.acls import ROLES, SOURCE, TARGET, Grant, flow_grants
+from exactly.acls import ROLES, SOURCE, TARGET, Grant, apply_grants, flow_grants
+from exactly.localenv import DESTINATION_PREFIX, SOURCE_PREFIX, cluster_environment
 from localkafka import LocalCluster
 from localkafka.security import USERS
 from runtime import load_settings
@@ -34,7 +25,6 @@ from tests.backends import KafkaBackend
 
 SOURCE_PROTOCOL = "SASL_SSL"
 TARGET_PROTOCOL = "SSL"
-_PREFIXES = {SOURCE: "KAFKA_CLUSTERS_SOURCE", TARGET: "KAFKA_CLUSTERS_DESTINATION"}
 
 
 def secured_clusters(*backends: KafkaBackend) -> list[LocalCluster]:
@@ -67,83 +57,15 @@ def secured_flow(
             for g in grants
         ]
     for cluster, backend in ((SOURCE, source), (TARGET, target)):
-        grant_acls(backend.bootstrap_servers, [g for g in grants if g.cluster == cluster])
+        apply_grants(backend.bootstrap_servers, [g for g in grants if g.cluster == cluster])
     return {
         role: {
             **env,
-            **cluster_environment(SOURCE, source_cluster, SOURCE_PROTOCOL, role),
-            **cluster_environment(TARGET, target_cluster, TARGET_PROTOCOL, role),
+            **cluster_environment(SOURCE_PREFIX, source_cluster, SOURCE_PROTOCOL, role),
+            **cluster_environment(DESTINATION_PREFIX, target_cluster, TARGET_PROTOCOL, role),
         }
         for role in ROLES
     }
-
-
-def cluster_environment(
-    side: str, cluster: LocalCluster, protocol: str, user: str
-) -> dict[str, str]:
-    """The variables that reach ``cluster`` through its ``protocol`` listener as ``user``."""
-    prefix = _PREFIXES[side]
-    env = {}
-    for name, value in cluster.client_properties(protocol, user).items():
-        if name == "bootstrap.servers":
-            env[f"{prefix}_BOOTSTRAP_SERVERS"] = value
-        elif name == "sasl.password":
-            path = cluster.credentials.password_path(user)
-            env[f"{prefix}_PROPERTIES_SASL_PASSWORD_FILE"] = str(path)
-        else:
-            env[f"{prefix}_PROPERTIES_{name.upper().replace('.', '_')}"] = value
-    return env
-
-
-def grant_acls(bootstrap_servers: str, grants: Sequence[Grant]) -> None:
-    """Create the ACLs (through the PLAINTEXT listener, a super-user's) and wait until the
-    broker enforces them: it learns them from the metadata log a moment after the controller."""
-    bindings = [
-        AclBinding(
-            ResourceType[grant.resource],
-            grant.name,
-            ResourcePatternType.PREFIXED if grant.prefixed else ResourcePatternType.LITERAL,
-            f"User:{grant.role}",
-            "*",
-            AclOperation[operation],
-            AclPermissionType.ALLOW,
-        )
-        for grant in grants
-        for operation in grant.operations
-    ]
-    if not bindings:
-        return
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
-    for future in admin.create_acls(bindings).values():
-        future.result(timeout=30)
-    wanted = {_key(b) for b in bindings}
-    everything = AclBindingFilter(
-        ResourceType.ANY,
-        None,
-        ResourcePatternType.ANY,
-        None,
-        None,
-        AclOperation.ANY,
-        AclPermissionType.ANY,
-    )
-    deadline = time.monotonic() + 30
-    while True:
-        present = {_key(b) for b in admin.describe_acls(everything).result(timeout=30)}
-        if wanted <= present:
-            return
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{len(wanted - present)} ACLs not visible on the broker in 30 s")
-        time.sleep(0.1)
-
-
-def _key(binding: AclBinding) -> tuple[object, ...]:
-    return (
-        binding.restype,
-        binding.name,
-        binding.resource_pattern_type,
-        binding.principal,
-        binding.operation,
-    )
 
 
 def secrets_of(*clusters: LocalCluster) -> list[str]:

@@ -1,0 +1,193 @@
+"""What security costs each role: the same flow through PLAINTEXT and through the secured
+listeners (source SASL_SSL with SCRAM-SHA-512, target mutual TLS, each role its own principal
+with only its ACLs), side by side in one invocation.
+
+    python bench/tls_cost.py [--records N] [--size BYTES] [--rounds R]
+
+Two secured local clusters (localkafka, secure=True: every listener on the same brokers, so
+only the client side of the connection differs). The source topic (12 partitions, a different
+value for every record) is copied by each mode in turn, stage by stage:
+  stage 1: `python -m replicator` until its committed source offsets reach the end;
+  stage 2: `python -m deduplicator` until the destination holds every record;
+  audit:   `exactly validate --require-complete` on the result (start-up included).
+Reports seconds and records/s per role and mode, and secured / plaintext time. The modes
+alternate within each round, so drift on a noisy 2-core machine touches both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from bench.payloads import Payloads
+from exactly.acls import ROLES, SOURCE, TARGET, apply_grants, flow_grants
+from exactly.localenv import DESTINATION_PREFIX, SOURCE_PREFIX, cluster_environment
+from localkafka import LocalCluster, RoleProcess, start_all
+from runtime import load_settings, produce_when_room
+from runtime.names import FlowNames
+
+PARTITIONS = 12
+MODES = ("plaintext", "secured")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=300_000)
+    parser.add_argument("--size", type=int, default=1024)
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-tls-") as tmp:
+        base = Path(tmp)
+        clusters = [
+            LocalCluster.create(base / name, name, secure=True) for name in ("source", "target")
+        ]
+        start_all(clusters, tie_to_parent=True)
+        try:
+            source, target = clusters
+            topic = "bench-tls"
+            _fill(source.bootstrap_servers, topic, args.size, args.records)
+            results: dict[tuple[str, str], list[float]] = {}
+            for round_number in range(args.rounds):
+                for mode in MODES if round_number % 2 == 0 else reversed(MODES):
+                    timings = _copy(source, target, topic, args.records, mode, base, round_number)
+                    for role, seconds in timings.items():
+                        results.setdefault((role, mode), []).append(seconds)
+                        print(f"round {round_number + 1} {mode:9} {role:12} {seconds:7.1f} s")
+        finally:
+            for cluster in clusters:
+                cluster.stop()
+    _report(results, args.records, args.size)
+
+
+def _fill(bootstrap: str, topic: str, size: int, count: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
+    time.sleep(1)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "acks": "1"})
+    payloads = Payloads(size)  # a different value for every record (bench/payloads.py)
+    for i in range(count):
+        produce_when_room(
+            producer, topic, value=payloads.value(i), key=b"k%d" % i, partition=i % PARTITIONS
+        )
+    producer.flush(120)
+
+
+def _copy(
+    source: LocalCluster,
+    target: LocalCluster,
+    topic: str,
+    count: int,
+    mode: str,
+    base: Path,
+    round_number: int,
+) -> dict[str, float]:
+    flow = f"tls-{mode}-{round_number}"
+    env = {
+        "KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS": source.bootstrap_servers,
+        "KAFKA_CLUSTERS_DESTINATION_BOOTSTRAP_SERVERS": target.bootstrap_servers,
+        "REPLICATION_TOPICS_INCLUDE": re.escape(topic),
+        "REPLICATION_DESTINATION_TOPIC": f"{{topic}}.{flow}",
+        "REPLICATION_FLOW": flow,
+        "METRICS_PORT": "0",
+        "STATE_DIR": str(base / flow / "state"),
+    }
+    envs = dict.fromkeys(ROLES, env)
+    if mode == "secured":
+        grants = flow_grants(load_settings(env), [topic])
+        apply_grants(source.bootstrap_servers, [g for g in grants if g.cluster == SOURCE])
+        apply_grants(target.bootstrap_servers, [g for g in grants if g.cluster == TARGET])
+        envs = {
+            role: {
+                **env,
+                **cluster_environment(SOURCE_PREFIX, source, "SASL_SSL", role),
+                **cluster_environment(DESTINATION_PREFIX, target, "SSL", role),
+            }
+            for role in ROLES
+        }
+    names = FlowNames(flow)
+    logs = base / flow
+    timings = {}
+    # Stage 1 alone: until every source offset is committed (all acknowledged in staging).
+    watcher = Consumer(
+        {"bootstrap.servers": source.bootstrap_servers, "group.id": names.replicator_group}
+    )
+    partitions = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+    with RoleProcess("replicator", envs["replicator"], logs) as replicator:
+        started = time.monotonic()
+        while _committed(watcher, partitions) < count:
+            time.sleep(0.05)
+        timings["replicator"] = time.monotonic() - started
+        replicator.terminate(60)
+    watcher.close()
+    # Stage 2 alone: until its committed staging offsets reach staging's end (they commit in
+    # the same transactions as the records they wrote).
+    staging = [TopicPartition(names.staging, p) for p in range(_staging_partitions(target, names))]
+    watcher = Consumer(
+        {"bootstrap.servers": target.bootstrap_servers, "group.id": names.deduplicator_group}
+    )
+    ends = sum(watcher.get_watermark_offsets(tp, timeout=10)[1] for tp in staging)
+    with RoleProcess("deduplicator", envs["deduplicator"], logs) as deduplicator:
+        started = time.monotonic()
+        while _committed(watcher, staging) < ends:
+            time.sleep(0.05)
+        timings["deduplicator"] = time.monotonic() - started
+        deduplicator.terminate(60)
+    watcher.close()
+    # The audit, as a user runs it.
+    started = time.monotonic()
+    audit = subprocess.run(
+        [
+            *(sys.executable, "-m", "exactly", "validate", "--require-complete"),
+            *("--report", str(logs / "audit.json"), "--chart", str(logs / "audit.html")),
+        ],
+        env={**os.environ, **envs["validator"]},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    timings["validate"] = time.monotonic() - started
+    if audit.returncode != 0:
+        raise RuntimeError(f"{mode}: exactly validate exited {audit.returncode}\n{audit.stderr}")
+    return timings
+
+
+def _committed(watcher: Consumer, partitions: list[TopicPartition]) -> int:
+    """The group's committed offsets summed; 0 while its coordinator is not ready yet."""
+    try:
+        return sum(max(tp.offset, 0) for tp in watcher.committed(partitions, timeout=10))
+    except KafkaException:
+        return 0
+
+
+def _staging_partitions(target: LocalCluster, names: FlowNames) -> int:
+    metadata = AdminClient({"bootstrap.servers": target.bootstrap_servers}).list_topics(
+        names.staging, timeout=10
+    )
+    return len(metadata.topics[names.staging].partitions)
+
+
+def _report(results: dict[tuple[str, str], list[float]], count: int, size: int) -> None:
+    print(f"\n{count} records of {size} B, {PARTITIONS} partitions; best of each mode")
+    header = ("role", "plaintext s", "secured s", "rec/s plain", "rec/s sec", "secured/plain")
+    print("{:12} {:>12} {:>10} {:>12} {:>10} {:>14}".format(*header))
+    for role in ("replicator", "deduplicator", "validate"):
+        plain, secured = min(results[(role, "plaintext")]), min(results[(role, "secured")])
+        print(
+            f"{role:12} {plain:>12.1f} {secured:>10.1f} {count / plain:>12,.0f} "
+            f"{count / secured:>10,.0f} {secured / plain:>13.2f}x"
+        )
+
+
+if __name__ == "__main__":
+    main()
