@@ -119,31 +119,19 @@ def _copy(
     logs = base / flow
     timings = {}
     # Stage 1 alone: until every source offset is committed (all acknowledged in staging).
-    watcher = Consumer(
-        {"bootstrap.servers": source.bootstrap_servers, "group.id": names.replicator_group}
-    )
     partitions = [TopicPartition(topic, p) for p in range(PARTITIONS)]
-    with RoleProcess("replicator", envs["replicator"], logs) as replicator:
-        started = time.monotonic()
-        while _committed(watcher, partitions) < count:
-            time.sleep(0.05)
-        timings["replicator"] = time.monotonic() - started
-        replicator.terminate(60)
-    watcher.close()
+    timings["replicator"] = _run_until_committed(
+        "replicator", envs, logs, source, names.replicator_group, partitions, count
+    )
     # Stage 2 alone: until its committed staging offsets reach staging's end (they commit in
     # the same transactions as the records they wrote).
     staging = [TopicPartition(names.staging, p) for p in range(_staging_partitions(target, names))]
-    watcher = Consumer(
-        {"bootstrap.servers": target.bootstrap_servers, "group.id": names.deduplicator_group}
+    probe = Consumer({"bootstrap.servers": target.bootstrap_servers, "group.id": "bench-probe"})
+    ends = sum(probe.get_watermark_offsets(tp, timeout=10)[1] for tp in staging)
+    probe.close()
+    timings["deduplicator"] = _run_until_committed(
+        "deduplicator", envs, logs, target, names.deduplicator_group, staging, ends
     )
-    ends = sum(watcher.get_watermark_offsets(tp, timeout=10)[1] for tp in staging)
-    with RoleProcess("deduplicator", envs["deduplicator"], logs) as deduplicator:
-        started = time.monotonic()
-        while _committed(watcher, staging) < ends:
-            time.sleep(0.05)
-        timings["deduplicator"] = time.monotonic() - started
-        deduplicator.terminate(60)
-    watcher.close()
     # The audit, as a user runs it.
     started = time.monotonic()
     audit = subprocess.run(
@@ -160,6 +148,27 @@ def _copy(
     if audit.returncode != 0:
         raise RuntimeError(f"{mode}: exactly validate exited {audit.returncode}\n{audit.stderr}")
     return timings
+
+
+def _run_until_committed(
+    role: str,
+    envs: dict[str, dict[str, str]],
+    logs: Path,
+    cluster: LocalCluster,
+    group: str,
+    partitions: list[TopicPartition],
+    end: int,
+) -> float:
+    """Seconds from the role's start until ``group`` has committed ``end`` offsets in all."""
+    watcher = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": group})
+    with RoleProcess(role, envs[role], logs) as process:
+        started = time.monotonic()
+        while _committed(watcher, partitions) < end:
+            time.sleep(0.05)
+        seconds = time.monotonic() - started
+        process.terminate(60)
+    watcher.close()
+    return seconds
 
 
 def _committed(watcher: Consumer, partitions: list[TopicPartition]) -> int:

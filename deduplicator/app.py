@@ -43,6 +43,7 @@ def run() -> int:
             admin, NewTopic(changelog, partitions, -1, config={"cleanup.policy": "compact"})
         )
         ensure_topic(admin, NewTopic(deadletter, 1, -1))
+        del admin  # start-up only: unpolled, its error callbacks would queue for the whole run
         deduplicator = Deduplicator(
             settings,
             settings.identity,

@@ -14,6 +14,7 @@ from runtime import ConfigError, GracefulShutdown, Health, Settings, call_retryi
 from runtime.liveness import Heartbeat
 from runtime.role import run_role
 from runtime.settings import variable_name
+from runtime.topics import waiting_on
 
 log = get_logger("offsetsync")
 
@@ -42,6 +43,7 @@ def run() -> int:
                 .cluster_id
             ),
             deadline_s=_START_DEADLINE_S,
+            on_retry=waiting_on(clients.source_admin),
         )
         checkpoints = CheckpointWriter(
             settings.destination.client_config(),

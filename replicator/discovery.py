@@ -16,7 +16,7 @@ from confluent_kafka.admin import AdminClient
 from replicator.errors import ReplicatorError
 from replicator.flowrecords import FlowRecords
 from replicator.topics import SourceTopic, describe_source_topics, ensure_destination
-from runtime import ExactlyError, Settings, get_logger, kafka_error_of
+from runtime import ExactlyError, NotAuthorizedError, Settings, get_logger, kafka_error_of
 
 log = get_logger(__name__)
 
@@ -43,6 +43,10 @@ class TopicDiscovery:
         ``running``: the topics with assigned partitions, whose recreation under the policy
         ``replicate`` ends the process (ReplicatorError) so that its restart starts clean.
         """
+        # Serves the admin clients' error callbacks (runtime.clients.RoleAdminClient), which
+        # queue until a poll: every few seconds, not only while a start-up call fails.
+        self._source_admin.poll(0)
+        self._target_admin.poll(0)
         try:
             found = describe_source_topics(self._source_admin, self._settings)
         except KafkaException as exc:
@@ -53,6 +57,8 @@ class TopicDiscovery:
             if known is None or known.partitions != topic.partitions:
                 try:
                     ensure_destination(self._target_admin, topic)
+                except NotAuthorizedError:
+                    raise  # no later round mends a missing ACL
                 except (KafkaException, ExactlyError) as exc:
                     log.warning("destination topic not ready; retrying", topic=name, error=str(exc))
                     found.pop(name)

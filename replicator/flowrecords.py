@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from replicator.errors import TopicSetupError
 from runtime import Settings, call_retrying, get_logger, kafka_error_of, refusal
-from runtime.topics import STARTUP_PATIENCE_S, cluster_metadata, log_waiting
+from runtime.topics import STARTUP_PATIENCE_S, cluster_metadata, waiting_on
 
 log = get_logger(__name__)
 
@@ -41,7 +41,10 @@ class FlowRecords:
         # (exactly chaos found stage 1 exiting on "Failed to get watermark offsets").
         try:
             self._values = call_retrying(
-                self._read_all, deadline_s=STARTUP_PATIENCE_S, backoff_s=1.0, on_retry=log_waiting
+                self._read_all,
+                deadline_s=STARTUP_PATIENCE_S,
+                backoff_s=1.0,
+                on_retry=waiting_on(admin),
             )
         except KafkaException as exc:
             raise TopicSetupError(f"reading {self.topic}: {kafka_error_of(exc).str()}") from exc

@@ -20,7 +20,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, Ne
 from replicator.errors import StagingMismatchError, TopicSetupError
 from replicator.flowrecords import FlowRecords
 from replicator.lanes import LANE_FUNCTION
-from runtime import Settings, get_logger
+from runtime import Settings, get_logger, kafka_error_of, refusal
 from runtime.topics import cluster_metadata, ensure_topic, require_operations
 
 log = get_logger(__name__)
@@ -87,11 +87,16 @@ def describe_source_topics(admin: AdminClient, settings: Settings) -> dict[str, 
         try:
             description = future.result(timeout=_TIMEOUT_S)
         except KafkaException as exc:
+            _raise_if_refused(exc, "DESCRIBE", name)
             # Deleted between list and describe: it is simply not there this round.
             log.warning("source topic vanished while described", topic=name, error=str(exc))
             continue
         config_future = next(f for r, f in configs.items() if r.name == name)
-        entries = config_future.result(timeout=_TIMEOUT_S)
+        try:
+            entries = config_future.result(timeout=_TIMEOUT_S)
+        except KafkaException as exc:
+            _raise_if_refused(exc, "DESCRIBE_CONFIGS", name)
+            raise
         found[name] = SourceTopic(
             name=name,
             destination=wanted[name],
@@ -141,6 +146,13 @@ def ensure_destination(admin: AdminClient, topic: SourceTopic) -> None:
             destination_partitions=have,
             source_partitions=topic.partitions,
         )
+
+
+def _raise_if_refused(exc: KafkaException, operation: str, topic: str) -> None:
+    # Discovery retries what fails every few seconds: a missing ACL must stop it instead.
+    denied = refusal(kafka_error_of(exc), "source", {"TOPIC": (operation, topic)})
+    if denied is not None:
+        raise denied from exc
 
 
 def ensure_staging(admin: AdminClient, settings: Settings, records: FlowRecords) -> StagingTopic:

@@ -11,8 +11,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from confluent_kafka import KafkaError
 from confluent_kafka.admin import AdminClient
 
+from runtime.errors import AuthenticationError
 from runtime.settings import ClusterSettings
 
 LIBRDKAFKA_LOG = logging.getLogger("librdkafka")
@@ -32,6 +34,32 @@ PREFETCH_DEFAULTS: dict[str, object] = {
 }
 
 
-def admin_client(cluster: ClusterSettings, **config: Any) -> AdminClient:
+# What librdkafka reports (to error_cb only) when the cluster refuses the credentials; the call
+# itself fails as "Broker transport failure", which start-up retries as transient.
+_REFUSED_CREDENTIALS = frozenset(
+    {KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED}
+)
+
+
+class RoleAdminClient(AdminClient):  # type: ignore[misc]  # confluent_kafka's is untyped
+    """An AdminClient that remembers a refusal of its credentials (``check_credentials``)."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.refused: KafkaError | None = None
+        self.bootstrap_servers = str(config.get("bootstrap.servers", ""))
+        super().__init__({**config, "error_cb": self._on_error})
+
+    def _on_error(self, error: KafkaError) -> None:
+        if error.code() in _REFUSED_CREDENTIALS:
+            self.refused = error
+
+    def check_credentials(self) -> None:
+        """Raise ``AuthenticationError`` if the cluster refused this client's credentials."""
+        self.poll(0)  # serves error_cb, which an admin call does not
+        if self.refused is not None:
+            raise AuthenticationError(self.refused, self.bootstrap_servers)
+
+
+def admin_client(cluster: ClusterSettings, **config: Any) -> RoleAdminClient:
     """An admin client of ``cluster`` (its properties, then ``config``), logging through us."""
-    return AdminClient({**cluster.client_config(), "logger": LIBRDKAFKA_LOG, **config})
+    return RoleAdminClient({**cluster.client_config(), "logger": LIBRDKAFKA_LOG, **config})

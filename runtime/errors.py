@@ -11,7 +11,8 @@ ExactlyError                        root: every package's errors derive from it
 │   ├── AbortableKafkaError         abort the open transaction, rewind the consumer, begin again
 │   └── FatalKafkaError             this client is unusable: close it, make a new one or exit
 │       ├── FencedError             another instance with our identity took over (zombie)
-│       └── NotAuthorizedError      the cluster refused an operation on a resource: an ACL
+│       ├── NotAuthorizedError      the cluster refused an operation on a resource: an ACL
+│       └── AuthenticationError     the cluster refused the credentials (SASL)
 ├── TopicSetupError                 runtime: a topic could not be created, or got no leaders
 ├── HttpServerError                 runtime.http: the metrics/health port cannot be served
 ├── EnvelopeError                   envelope: anything wrong with an envelope
@@ -133,3 +134,15 @@ def _quote(value: str) -> str:
     if len(value) > _MAX_SHOWN_VALUE:
         value = value[:_MAX_SHOWN_VALUE] + "..."
     return repr(value)
+
+
+class AuthenticationError(FatalKafkaError):
+    """The cluster refused the client's credentials: retrying with the same ones cannot help;
+    ``str()`` names the cluster's address and librdkafka's reason."""
+
+    def __init__(self, kafka_error: KafkaError, bootstrap_servers: str) -> None:
+        super().__init__(kafka_error)
+        self.args = (
+            f"authentication to {bootstrap_servers} failed: {_one_line(kafka_error.str())} "
+            "(check that cluster's SASL and SSL properties)",
+        )

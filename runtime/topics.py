@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import AclOperation, AdminClient, ClusterMetadata, NewTopic
 
+from runtime.clients import RoleAdminClient
 from runtime.errors import NotAuthorizedError, TopicSetupError
 from runtime.kafka_errors import ErrorClass, call_retrying, classify, kafka_error_of, refusal
 from runtime.logs import get_logger
@@ -35,16 +37,17 @@ def ensure_topic(admin: AdminClient, topic: NewTopic) -> None:
             raise KafkaException(timed_out) from exc
 
     try:
-        call_retrying(create, deadline_s=STARTUP_PATIENCE_S, backoff_s=1.0, on_retry=log_waiting)
+        call_retrying(
+            create, deadline_s=STARTUP_PATIENCE_S, backoff_s=1.0, on_retry=waiting_on(admin)
+        )
     except KafkaException as exc:
         error = kafka_error_of(exc)
-        if error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
-            # Asked at every start, existing or not: the broker says "already exists" only to
-            # a principal allowed to create it (README: Security).
-            raise TopicSetupError(
-                f"not authorized to CREATE topic {topic.topic} ({error.name()}; grant CREATE "
-                "on it to this role's principal, also when it exists)"
-            ) from exc
+        # Asked at every start, existing or not: the broker says "already exists" only to a
+        # principal allowed to create it (README: Security). Every topic we create is on the
+        # target cluster.
+        denied = refusal(error, "target", {"TOPIC": ("CREATE", topic.topic)})
+        if denied is not None:
+            raise denied from exc
         raise TopicSetupError(
             f"could not create topic {topic.topic}: {error.name()}: {error.str()}"
         ) from exc
@@ -68,7 +71,9 @@ def require_operations(
         return operations
 
     try:
-        authorized = call_retrying(describe, deadline_s=STARTUP_PATIENCE_S)
+        authorized = call_retrying(
+            describe, deadline_s=STARTUP_PATIENCE_S, on_retry=waiting_on(admin)
+        )
     except KafkaException as exc:
         denied = refusal(kafka_error_of(exc), cluster, {"TOPIC": ("DESCRIBE", topic)})
         if denied is not None:
@@ -95,12 +100,25 @@ def cluster_metadata(
         lambda: admin.list_topics(topic, timeout=_TIMEOUT_S),
         deadline_s=patience_s,
         backoff_s=1.0,
-        on_retry=log_waiting,
+        on_retry=waiting_on(admin),
     )
 
 
 def log_waiting(error: KafkaError) -> None:
     log.warning("cluster not ready; retrying", error=error.str())
+
+
+def waiting_on(admin: AdminClient) -> Callable[[KafkaError], None]:
+    """``log_waiting``, after stopping with an ``AuthenticationError`` if the cluster refused
+    ``admin``'s credentials: that fails the call as a transient "transport failure" and would
+    be retried for minutes (librdkafka says why only to error_cb)."""
+
+    def waiting(error: KafkaError) -> None:
+        if isinstance(admin, RoleAdminClient):
+            admin.check_credentials()
+        log_waiting(error)
+
+    return waiting
 
 
 def await_leaders(admin: AdminClient, topic: str, timeout_s: float = _TIMEOUT_S) -> None:
