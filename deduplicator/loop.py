@@ -117,6 +117,7 @@ class Deduplicator:
         self._produced = 0
         self._bytes = 0
         self._timestamps: list[int] = []
+        self._written: set[str] = set()  # destination topics: named if a write is refused
         self._destinations: dict[str, str | None] = {}
         self.consumer = Consumer(consumer_config(settings, self._client_error))
         self.producer = self._new_producer()
@@ -146,17 +147,18 @@ class Deduplicator:
             raise
         return producer
 
-    def _refusal(self, error: KafkaError) -> NotAuthorizedError | None:
+    def _refusal(self, error: KafkaError, *, writing: bool = True) -> NotAuthorizedError | None:
+        """A refusal of the transaction's writes (``writing``) or of the staging reads."""
         names = self.settings.names
+        written = sorted(self._written | {self.changelog_topic})
+        topic = ("WRITE", " or ".join(written)) if writing else ("READ", names.staging)
         return refusal(
             error,
             "target",
             {
                 "TRANSACTIONAL_ID": ("WRITE", self._transactional_id),
                 "GROUP": ("READ", names.deduplicator_group),
-                # A fetch names its topic; a transaction's write does not (destination topics,
-                # the changelog, dead letters: README, Security).
-                "TOPIC": ("READ or WRITE", f"{names.staging} or a topic stage 2 writes"),
+                "TOPIC": topic,
             },
         )
 
@@ -218,7 +220,7 @@ class Deduplicator:
     def _process(self, message: Message) -> None:
         error = message.error()
         if error is not None:
-            denied = self._refusal(error)
+            denied = self._refusal(error, writing=False)
             if denied is not None:
                 raise denied
             if classify(error) is ErrorClass.FATAL:
@@ -265,6 +267,7 @@ class Deduplicator:
         if not verdict.accepted:
             return
         self._write(destination, envelope, verdict.accepted)
+        self._written.add(destination)
         self._produced += len(verdict.accepted)
         self.metrics.records_written.labels(destination).inc(len(verdict.accepted))
         _offset, timestamp, timestamp_type, *_ = verdict.accepted[-1]
@@ -364,11 +367,11 @@ class Deduplicator:
         """
         started = time.monotonic()
         changelog_offsets: dict[int, int] = {}
-        failures: list[str] = []
+        failures: list[KafkaError] = []
 
         def delivered(error: KafkaError | None, message: Message) -> None:
             if error is not None:
-                failures.append(error.str())
+                failures.append(error)
                 return
             partition = message.partition()
             changelog_offsets[partition] = max(
@@ -400,7 +403,12 @@ class Deduplicator:
 
         self._retrying("send_offsets_to_transaction", send_offsets)  # step 2
         if self.producer.flush(TXN_TIMEOUT_S) != 0 or failures:  # step 3
-            raise TransactionFailedError(f"transaction records not acknowledged: {failures[:3]}")
+            for failure in failures:
+                denied = self._refusal(failure)
+                if denied is not None:
+                    raise denied  # no abort and retry mends a missing ACL
+            reasons = [failure.str() for failure in failures[:3]]
+            raise TransactionFailedError(f"transaction records not acknowledged: {reasons}")
         try:  # step 4
             self._retrying("commit_transaction", commit)
         except TransactionFailedError as exc:
@@ -484,6 +492,7 @@ class Deduplicator:
         self._pending.clear()
         self._offsets.clear()
         self._timestamps.clear()
+        self._written.clear()
         self._in_transaction = False
         self._produced = 0
         self._bytes = 0

@@ -20,7 +20,7 @@ allowed to create them (without CREATE it answers "not authorized").
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from confluent_kafka.admin import (
@@ -258,10 +258,6 @@ def flow_grants(
             prefixed=True,
         )
     return grants
-
-
-def for_role(grants: Iterable[Grant], role: str, cluster: str) -> list[Grant]:
-    return [g for g in grants if g.role == role and g.cluster == cluster]
 
 
 def apply_grants(

@@ -4,16 +4,18 @@ the `kafka-acls.sh` commands that grant them (exactly/acls.py says why each)."""
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 
 import click
 from confluent_kafka import KafkaException
 
-from exactly.acls import Grant, flow_grants
+from exactly.acls import ROLES, SOURCE, TARGET, Grant, flow_grants
 from runtime import ConfigError, Settings, admin_client, kafka_error_of, load_settings
+from runtime.settings import DESTINATION_PREFIX, SOURCE_PREFIX
 
 CONFIG_ERROR_EXIT_STATUS = 2
-_CLUSTER_VARIABLES = {"source": "KAFKA_CLUSTERS_SOURCE", "target": "KAFKA_CLUSTERS_DESTINATION"}
+_CLUSTER_VARIABLES = {SOURCE: SOURCE_PREFIX, TARGET: DESTINATION_PREFIX}
 
 
 @click.command()
@@ -75,6 +77,8 @@ def _principal(text: str) -> tuple[str, str]:
     role, separator, principal = text.partition("=")
     if not separator or not principal:
         raise ConfigError("--principal", "expected ROLE=PRINCIPAL (replicator=User:repl)", text)
+    if role not in ROLES:
+        raise ConfigError("--principal", f"no role {role!r} (one of {', '.join(ROLES)})", text)
     return role, principal
 
 
@@ -110,6 +114,6 @@ def _command(grant: Grant, principal: str) -> str:
     pattern = " --resource-pattern-type prefixed" if grant.prefixed else ""
     bootstrap = f"${_CLUSTER_VARIABLES[grant.cluster]}_BOOTSTRAP_SERVERS"
     return (
-        f"kafka-acls.sh --bootstrap-server {bootstrap} --add --allow-principal {principal} "
-        f"{operations} {resource} '{grant.name}'{pattern}"
+        f"kafka-acls.sh --bootstrap-server {bootstrap} --add --allow-principal "
+        f"{shlex.quote(principal)} {operations} {resource} {shlex.quote(grant.name)}{pattern}"
     )

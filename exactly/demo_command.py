@@ -38,7 +38,13 @@ _DEFAULTS = DemoOptions()
     metavar="RECORDS/S",
     help="Sample records produced per second.",
 )
-def demo(duration: float, rate: float) -> None:
+@click.option(
+    "--secure",
+    is_flag=True,
+    help="Clusters with secured listeners: the roles reach the source over SASL_SSL (SCRAM) and "
+    "the target over mutual TLS, each as its own user with only its ACLs.",
+)
+def demo(duration: float, rate: float, secure: bool) -> None:
     """Run both stages and offset sync on two local Kafka clusters under live traffic, SIGKILL
     each stage once, compare source and destination record by record, and move a consumer group
     from the source to the target.
@@ -47,7 +53,7 @@ def demo(duration: float, rate: float) -> None:
     of `exactly kafka up`; they are made fresh every run and stopped at the end.
     """
     view = DemoView()
-    run = DemoRun(DemoOptions(duration, rate), view, demo_directory())
+    run = DemoRun(DemoOptions(duration, rate, secure=secure), view, demo_directory())
 
     def clean_up() -> None:
         if run.cleanup():

@@ -4,9 +4,9 @@
 from __future__ import annotations
 
 from localkafka import LocalCluster
+from runtime.settings import DESTINATION_PREFIX, SOURCE_PREFIX
 
-SOURCE_PREFIX = "KAFKA_CLUSTERS_SOURCE"
-DESTINATION_PREFIX = "KAFKA_CLUSTERS_DESTINATION"
+__all__ = ["DESTINATION_PREFIX", "SOURCE_PREFIX", "cluster_environment"]
 
 
 def cluster_environment(

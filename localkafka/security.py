@@ -29,7 +29,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 # principal, loopback only) is the other: readiness, topic creation and ACL grants use it.
 ADMIN_USER = "admin"
 # One principal per role and one for the audit, so each can be granted only what it needs.
-USERS = (ADMIN_USER, "replicator", "deduplicator", "offsetsync", "validator", "client")
+USERS = (ADMIN_USER, "replicator", "deduplicator", "offsetsync", "validator")
 SCRAM_MECHANISM = "SCRAM-SHA-512"
 _VALID_FOR = datetime.timedelta(days=3650)
 

@@ -20,6 +20,7 @@ log = get_logger("offsetsync")
 
 _START_DEADLINE_S = 60.0
 _TIMEOUT_S = 30.0
+_ATTEMPT_S = 10.0  # one start-up request; refused credentials are learnt between attempts
 
 
 def main() -> None:
@@ -38,7 +39,7 @@ def run() -> int:
         # (an aggregated topic) is never taken for this one's.
         source_cluster_id = call_retrying(
             lambda: (
-                clients.source_admin.describe_cluster(request_timeout=_TIMEOUT_S)
+                clients.source_admin.describe_cluster(request_timeout=_ATTEMPT_S)
                 .result()
                 .cluster_id
             ),

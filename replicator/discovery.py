@@ -17,6 +17,7 @@ from replicator.errors import ReplicatorError
 from replicator.flowrecords import FlowRecords
 from replicator.topics import SourceTopic, describe_source_topics, ensure_destination
 from runtime import ExactlyError, NotAuthorizedError, Settings, get_logger, kafka_error_of
+from runtime.errors import AuthenticationError
 
 log = get_logger(__name__)
 
@@ -57,8 +58,8 @@ class TopicDiscovery:
             if known is None or known.partitions != topic.partitions:
                 try:
                     ensure_destination(self._target_admin, topic)
-                except NotAuthorizedError:
-                    raise  # no later round mends a missing ACL
+                except (NotAuthorizedError, AuthenticationError):
+                    raise  # no later round mends a missing ACL or refused credentials
                 except (KafkaException, ExactlyError) as exc:
                     log.warning("destination topic not ready; retrying", topic=name, error=str(exc))
                     found.pop(name)

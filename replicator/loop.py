@@ -231,6 +231,7 @@ class Replicator:
             denied = refusal(error, "target", {"TOPIC": ("WRITE", self.staging.name)})
             if denied is not None:
                 self._refused = denied  # no session mends a missing ACL
+                self._session_error = self._session_error or f"refused:{error.name()}"
                 return
             # Invariant 2: ANY delivery error ends the session, never a retry of one envelope.
             if self._session_error is None:

@@ -132,6 +132,7 @@ def ensure_destination(admin: AdminClient, topic: SourceTopic) -> None:
         _await(
             admin.create_partitions([NewPartitions(topic.destination, topic.partitions)]),
             f"grow destination topic {topic.destination} to {topic.partitions} partitions",
+            ("ALTER", topic.destination),
         )
         log.info(
             "destination topic grown",
@@ -202,9 +203,14 @@ def _max_message_bytes(admin: AdminClient, topic: str) -> int:
     return int(entries["max.message.bytes"].value)
 
 
-def _await(futures: dict[Any, Any], what: str) -> None:  # admin futures by name
+def _await(futures: dict[Any, Any], what: str, needs: tuple[str, str]) -> None:
+    """Wait for admin futures (by name); ``needs`` (operation, topic on the target) names the
+    ACL a refusal is about."""
     for future in futures.values():
         try:
             future.result(timeout=_TIMEOUT_S)
         except KafkaException as exc:
+            denied = refusal(kafka_error_of(exc), "target", {"TOPIC": needs})
+            if denied is not None:
+                raise denied from exc
             raise TopicSetupError(f"could not {what}: {exc}") from exc

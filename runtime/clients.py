@@ -41,23 +41,37 @@ _REFUSED_CREDENTIALS = frozenset(
 )
 
 
+class _CredentialWatch:
+    """error_cb of an admin client: the last refusal of its credentials. A holder of its own,
+    not a bound method of the client: that would tie the client into a reference cycle, freed
+    only by the cyclic collector, at any time and in any thread."""
+
+    def __init__(self) -> None:
+        self.refused: KafkaError | None = None
+
+    def __call__(self, error: KafkaError) -> None:
+        if error.code() in _REFUSED_CREDENTIALS:
+            self.refused = error
+
+
 class RoleAdminClient(AdminClient):  # type: ignore[misc]  # confluent_kafka's is untyped
     """An AdminClient that remembers a refusal of its credentials (``check_credentials``)."""
 
     def __init__(self, config: dict[str, Any]) -> None:
-        self.refused: KafkaError | None = None
+        self._watch = _CredentialWatch()
         self.bootstrap_servers = str(config.get("bootstrap.servers", ""))
-        super().__init__({**config, "error_cb": self._on_error})
+        super().__init__({**config, "error_cb": self._watch})
 
-    def _on_error(self, error: KafkaError) -> None:
-        if error.code() in _REFUSED_CREDENTIALS:
-            self.refused = error
+    def forget_refusals(self) -> None:
+        """Serve what is queued and forget it: a retry loop judges only what happens in it."""
+        self.poll(0)
+        self._watch.refused = None
 
     def check_credentials(self) -> None:
         """Raise ``AuthenticationError`` if the cluster refused this client's credentials."""
         self.poll(0)  # serves error_cb, which an admin call does not
-        if self.refused is not None:
-            raise AuthenticationError(self.refused, self.bootstrap_servers)
+        if self._watch.refused is not None:
+            raise AuthenticationError(self._watch.refused, self.bootstrap_servers)
 
 
 def admin_client(cluster: ClusterSettings, **config: Any) -> RoleAdminClient:

@@ -123,6 +123,18 @@ class NotAuthorizedError(FatalKafkaError):
         )
 
 
+class AuthenticationError(FatalKafkaError):
+    """The cluster refused the client's credentials: retrying with the same ones cannot help;
+    ``str()`` names the cluster's address and librdkafka's reason."""
+
+    def __init__(self, kafka_error: KafkaError, bootstrap_servers: str) -> None:
+        super().__init__(kafka_error)
+        self.args = (
+            f"authentication to {bootstrap_servers} failed: {_one_line(kafka_error.str())} "
+            "(check that cluster's SASL and SSL properties)",
+        )
+
+
 _MAX_SHOWN_VALUE = 200  # characters of a variable's value quoted in an error; a PEM is longer
 
 
@@ -134,15 +146,3 @@ def _quote(value: str) -> str:
     if len(value) > _MAX_SHOWN_VALUE:
         value = value[:_MAX_SHOWN_VALUE] + "..."
     return repr(value)
-
-
-class AuthenticationError(FatalKafkaError):
-    """The cluster refused the client's credentials: retrying with the same ones cannot help;
-    ``str()`` names the cluster's address and librdkafka's reason."""
-
-    def __init__(self, kafka_error: KafkaError, bootstrap_servers: str) -> None:
-        super().__init__(kafka_error)
-        self.args = (
-            f"authentication to {bootstrap_servers} failed: {_one_line(kafka_error.str())} "
-            "(check that cluster's SASL and SSL properties)",
-        )

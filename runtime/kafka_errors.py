@@ -85,7 +85,8 @@ _TRANSIENT_CODES = frozenset(
 _FATAL_CODES = frozenset(
     {
         # Credentials and ACLs do not heal by retrying; an operator must act, and a crash
-        # (restart with backoff) is visible where a retry loop is not.
+        # (restart with backoff) is visible where a retry loop is not. The authorization codes
+        # are fatal by rule 1 (_AUTHORIZATION_CODES), even inside a transaction.
         KafkaError._AUTHENTICATION,
         KafkaError.SASL_AUTHENTICATION_FAILED,
         KafkaError.TOPIC_AUTHORIZATION_FAILED,

@@ -110,13 +110,18 @@ class ClusterSettings(BaseModel):
         return config
 
 
+# The variable prefix of each cluster: <prefix>_BOOTSTRAP_SERVERS, <prefix>_PROPERTIES_...
+SOURCE_PREFIX = "KAFKA_CLUSTERS_SOURCE"
+DESTINATION_PREFIX = "KAFKA_CLUSTERS_DESTINATION"
+
+
 class Settings(BaseSettings):
     """Every role's configuration. Build it with ``load_settings``; it is immutable."""
 
     model_config = SettingsConfigDict(frozen=True, extra="forbid", validate_by_name=True)
 
-    source: ClusterSettings = Field(alias="KAFKA_CLUSTERS_SOURCE")
-    destination: ClusterSettings = Field(alias="KAFKA_CLUSTERS_DESTINATION")
+    source: ClusterSettings = Field(alias="KAFKA_CLUSTERS_SOURCE")  # SOURCE_PREFIX
+    destination: ClusterSettings = Field(alias="KAFKA_CLUSTERS_DESTINATION")  # DESTINATION_PREFIX
     topics_include: Patterns = Field(
         (),
         alias="REPLICATION_TOPICS_INCLUDE",

@@ -16,6 +16,7 @@ from runtime.logs import get_logger
 log = get_logger(__name__)
 
 _TIMEOUT_S = 30.0
+_ATTEMPT_S = 10.0  # one start-up metadata request; STARTUP_PATIENCE_S bounds them all
 # A role starting while a broker restarts (a crash, a rolling upgrade) waits it out: transport
 # failures and leader elections are retried this long before start-up fails (exactly chaos
 # found the deduplicator exiting on "Broker transport failure" instead).
@@ -75,13 +76,17 @@ def require_operations(
             describe, deadline_s=STARTUP_PATIENCE_S, on_retry=waiting_on(admin)
         )
     except KafkaException as exc:
-        denied = refusal(kafka_error_of(exc), cluster, {"TOPIC": ("DESCRIBE", topic)})
+        error = kafka_error_of(exc)
+        denied = refusal(error, cluster, {"TOPIC": ("DESCRIBE", topic)})
         if denied is not None:
             raise denied from exc
-        raise
-    if authorized is None:
-        return  # a cluster without an authorizer: every operation is allowed
-    allowed = {op.name for op in authorized}
+        # Only a check: what it cannot learn (a service without this API, a topic the broker
+        # has not seen yet) must not stop a start that worked before it existed.
+        log.warning("could not check the operations allowed", topic=topic, error=error.str())
+        return
+    allowed = {op.name for op in authorized or ()}
+    if "DESCRIBE" not in allowed and "ALL" not in allowed:
+        return  # not reported (no authorizer, or a service that leaves it empty): unknown
     for operation in operations:
         if operation not in allowed and "ALL" not in allowed:
             refused = KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED)
@@ -97,7 +102,8 @@ def cluster_metadata(
     reached for a moment (transient errors retried for ``patience_s``): exactly chaos found
     roles exiting on "Failed to get metadata: Broker transport failure" instead."""
     return call_retrying(
-        lambda: admin.list_topics(topic, timeout=_TIMEOUT_S),
+        # Short attempts, retried: a refusal of the credentials is learnt only between them.
+        lambda: admin.list_topics(topic, timeout=_ATTEMPT_S),
         deadline_s=patience_s,
         backoff_s=1.0,
         on_retry=waiting_on(admin),
@@ -112,6 +118,9 @@ def waiting_on(admin: AdminClient) -> Callable[[KafkaError], None]:
     """``log_waiting``, after stopping with an ``AuthenticationError`` if the cluster refused
     ``admin``'s credentials: that fails the call as a transient "transport failure" and would
     be retried for minutes (librdkafka says why only to error_cb)."""
+
+    if isinstance(admin, RoleAdminClient):
+        admin.forget_refusals()  # a refusal from long ago, since mended, is not this loop's
 
     def waiting(error: KafkaError) -> None:
         if isinstance(admin, RoleAdminClient):

@@ -12,7 +12,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from runtime.logs import get_logger
-from runtime.settings import Settings
+from runtime.settings import DESTINATION_PREFIX, SOURCE_PREFIX, Settings
 from validator.compare import find_events
 from validator.java_client import java_options
 from validator.kinds import CONTENT, MATCHED, PROVENANCE, RECORD_COUNTS, SOURCE_RECORD
@@ -24,9 +24,6 @@ from validator.session import spark_session
 from validator.snapshot import Snapshot, TimeRange, take_snapshot, with_current_log_starts
 
 AUTO = "auto"
-# The variables' prefixes, to name them in errors: KAFKA_CLUSTERS_SOURCE, ..._DESTINATION.
-SOURCE_PREFIX = str(Settings.model_fields["source"].alias)
-DESTINATION_PREFIX = str(Settings.model_fields["destination"].alias)
 _log = get_logger("validator")
 
 

@@ -29,7 +29,6 @@ _SAME_IN_JAVA = frozenset(
         "client.id",
         "socket.connection.setup.timeout.ms",
         "request.timeout.ms",
-        "sasl.kerberos.service.name",
     }
 )
 _JAAS_MODULES = {
@@ -101,11 +100,6 @@ def java_options(cluster: Mapping[str, str], variable_prefix: str) -> dict[str, 
     return {f"kafka.{name}": value for name, value in options.items()}
 
 
-def secret_option(name: str) -> bool:
-    """Whether a ``kafka.`` option's value must never be shown (keys, passwords)."""
-    return name in ("kafka.sasl.jaas.config", "kafka.ssl.keystore.key")
-
-
 def _sasl(cluster: Mapping[str, str], prefix: str) -> dict[str, str]:
     mechanism = cluster.get("sasl.mechanism", cluster.get("sasl.mechanisms", "GSSAPI")).upper()
     module = _JAAS_MODULES.get(mechanism)
@@ -137,10 +131,13 @@ def _ssl(cluster: Mapping[str, str], prefix: str) -> dict[str, str]:
             f"{_variable(prefix, missing)} is not set (a client certificate needs both)"
         )
     if certificate is not None and key is not None:
+        key_variable = _variable(
+            prefix, "ssl.key.pem" if "ssl.key.pem" in cluster else "ssl.key.location"
+        )
         options |= {
             "ssl.keystore.type": "PEM",
             "ssl.keystore.certificate.chain": certificate,
-            "ssl.keystore.key": _pkcs8(key, cluster.get("ssl.key.password"), prefix),
+            "ssl.keystore.key": _pkcs8(key, cluster.get("ssl.key.password"), key_variable),
         }
     algorithm = cluster.get("ssl.endpoint.identification.algorithm", "https").lower()
     if algorithm not in ("https", "none"):
@@ -160,25 +157,39 @@ def _pem(cluster: Mapping[str, str], stem: str, prefix: str) -> str | None:
         return None
     if stem == "ssl.ca" and location == "probe":
         return None  # the system's trust store: the JVM's own is used
+    variable = _variable(prefix, f"{stem}.location")
+    path = Path(location)
+    # librdkafka takes a directory of CA certificates too: their concatenation is the bundle.
+    files = sorted(p for p in path.iterdir() if p.is_file()) if path.is_dir() else [path]
     try:
-        return Path(location).read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        variable = _variable(prefix, f"{stem}.location")
-        raise InputError(f"{variable}: cannot read {location}: {exc}") from None
+        texts = [file.read_text() for file in files]
+    except OSError as exc:
+        raise InputError(f"{variable}: cannot read {location}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        # Never the bytes themselves in the message: they may be a key's.
+        raise InputError(f"{variable}: {location} is not PEM text (DER?)") from None
+    if path.is_dir():
+        texts = [text for text in texts if "-----BEGIN CERTIFICATE-----" in text]
+        if not texts:
+            raise InputError(f"{variable}: no PEM certificate in the directory {location}")
+    return "\n".join(text.strip() for text in texts) + "\n"
 
 
-def _pkcs8(key: str, password: str | None, prefix: str) -> str:
+def _pkcs8(key: str, password: str | None, variable: str) -> str:
     """Any PEM private key librdkafka reads (PKCS#1, SEC1, PKCS#8, encrypted or not) as
     unencrypted PKCS#8: the Java PEM key store reads no other form without a password."""
     try:
-        loaded = serialization.load_pem_private_key(
-            key.encode(), password.encode() if password else None
-        )
+        try:
+            loaded = serialization.load_pem_private_key(
+                key.encode(), password.encode() if password else None
+            )
+        except TypeError:
+            # A password given for a key that is not encrypted: librdkafka ignores it too.
+            loaded = serialization.load_pem_private_key(key.encode(), None)
     except (ValueError, TypeError) as exc:
         # Never the key itself, nor the password, in the message.
         raise InputError(
-            f"{_variable(prefix, 'ssl.key.location')}: not a PEM private key this password "
-            f"opens ({type(exc).__name__})"
+            f"{variable}: not a PEM private key this password opens ({type(exc).__name__})"
         ) from None
     return loaded.private_bytes(
         serialization.Encoding.PEM,

@@ -38,8 +38,8 @@ _DEFAULTS = {
     # Progress is ours (validator.progress): one line per phase, not a redrawn bar per stage.
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.session.timeZone": "UTC",
-    # Spark's default and the values of the Kafka options that carry credentials (the JAAS
-    # line's clientSecret, a PEM private key): none of them in a log line or the event log.
+    # Spark's default and the Kafka options that carry credentials (the JAAS line, a PEM
+    # private key, java_client.py): none of their values in a log line or the event log.
     "spark.redaction.regex": (
         "(?i)secret|password|token|access[.]?key|jaas|keystore[.]key|PRIVATE KEY"
     ),

@@ -66,9 +66,12 @@ class DemoLock:
 class DemoClusters:
     """demo-source and demo-target: created fresh by start(), stopped (data kept) by stop()."""
 
-    def __init__(self, directory: Path, *, proxied: Sequence[str] = ()) -> None:
+    def __init__(
+        self, directory: Path, *, proxied: Sequence[str] = (), secure: bool = False
+    ) -> None:
         self.directory = directory
         self._proxied = tuple(proxied)  # listeners reached through a proxy (chaos/network.py)
+        self._secure = secure  # secured listeners beside PLAINTEXT (localkafka/security.py)
         self._registry = ClusterRegistry(directory)
         self._clusters: list[LocalCluster] = []
 
@@ -90,7 +93,9 @@ class DemoClusters:
         for name in (SOURCE_NAME, TARGET_NAME):
             self._remove_last_run(name)
         for name in (SOURCE_NAME, TARGET_NAME):
-            self._clusters.append(self._registry.get_or_create(name, proxied=self._proxied))
+            self._clusters.append(
+                self._registry.get_or_create(name, proxied=self._proxied, secure=self._secure)
+            )
         # Tied to this process: a demo killed with SIGKILL leaves no broker behind either.
         start_all(self._clusters, tie_to_parent=True)
 

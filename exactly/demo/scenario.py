@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from exactly.acls import SOURCE, TARGET, apply_grants, flow_grants
 from exactly.demo.cleanup import clean_up
 from exactly.demo.clusters import SOURCE_NAME, TARGET_NAME, DemoClusters, DemoLock
 from exactly.demo.destination import DestinationWatch
@@ -51,8 +52,10 @@ from exactly.demo.traffic import (
     create_topics,
 )
 from exactly.demo.verdict import Verdict, judge, read_committed
+from exactly.localenv import DESTINATION_PREFIX, SOURCE_PREFIX, cluster_environment
 from exactly.roles import DEDUPLICATOR, OFFSETSYNC, REPLICATOR
 from localkafka import RoleProcess, free_ports
+from runtime import load_settings
 
 FLOW = "demo"
 KILL_REPLICATOR_AT = 0.35  # of the traffic time
@@ -76,6 +79,9 @@ class DemoOptions:
     duration_s: float = 45.0  # of sample traffic; the whole demo takes about 30 s more
     records_per_second: float = 250.0
     catch_up_timeout_s: float = 90.0
+    # Clusters with secured listeners: the roles reach the source over SASL_SSL and the target
+    # over mutual TLS, each as its own user with only its ACLs (README: Security).
+    secure: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +103,7 @@ class DemoRun:
         self.directory = directory
         self.run_dir = directory / "run"
         self._lock = DemoLock(directory)
-        self._clusters = DemoClusters(directory)
+        self._clusters = DemoClusters(directory, secure=options.secure)
         self._traffic: SampleTraffic | None = None
         self._watch: DestinationWatch | None = None
         self._roles: dict[str, RoleProcess] = {}
@@ -177,8 +183,10 @@ class DemoRun:
 
     def _start_roles(self) -> None:
         roles = (REPLICATOR, DEDUPLICATOR, OFFSETSYNC)
+        if self.options.secure:
+            self._grant_acls()
         for role, port in zip(roles, free_ports(len(roles)), strict=True):
-            settings = self._role_settings(port)
+            settings = self._role_settings(port) | self._secured_environment(role)
             if role == OFFSETSYNC:
                 settings["OFFSETSYNC_GROUPS_INCLUDE"] = FAILOVER_GROUP
                 settings["OFFSETSYNC_INTERVAL_MS"] = str(_OFFSETSYNC_INTERVAL_MS)
@@ -200,6 +208,26 @@ class DemoRun:
             "STATE_DIR": str(self.run_dir / "state"),
             "METRICS_PORT": str(metrics_port),
         }
+
+    def _grant_acls(self) -> None:
+        """Each role's least privileges (exactly/acls.py), granted through the PLAINTEXT
+        listener, whose principal (the demo's own tools) is a super-user."""
+        settings = load_settings(self._role_settings(0))
+        grants = flow_grants(settings, [t.name for t in TOPICS], [FAILOVER_GROUP])
+        for cluster, local in ((SOURCE, self._clusters.source), (TARGET, self._clusters.target)):
+            apply_grants(local.bootstrap_servers, [g for g in grants if g.cluster == cluster])
+        self.view.say(
+            f"secured: each role its own user, source over SASL_SSL (SCRAM), target over mutual "
+            f"TLS; {len(grants)} grants of least privilege (exactly acls)"
+        )
+
+    def _secured_environment(self, role: str) -> dict[str, str]:
+        if not self.options.secure:
+            return {}
+        source, target = self._clusters.source, self._clusters.target
+        return cluster_environment(SOURCE_PREFIX, source, "SASL_SSL", role) | cluster_environment(
+            DESTINATION_PREFIX, target, "SSL", role
+        )
 
     def _traffic_phase(self) -> None:
         duration = self.options.duration_s

@@ -16,7 +16,9 @@ import pytest
 from envelope import HEADER_PROVENANCE, encode_provenance
 from exactly.demo.failover import ConsumedRecord, StoppedGroup, compare_resumed
 from exactly.demo.verdict import Reading, Record, compare_partition, judge
+from localkafka import LocalCluster
 from tests.commands import exactly_command, run_exactly
+from tests.secured import assert_no_secret, secrets_of
 
 CLUSTER_ID = "demo-cluster-id"
 VERDICT_LINE = re.compile(
@@ -58,11 +60,21 @@ def _survivors(tmp_path: Path) -> list[str]:
 
 
 @pytest.mark.kafka
-def test_demo_survives_both_crashes_and_ends_with_a_clean_verdict(tmp_path):
+@pytest.mark.parametrize("secure", [False, True], ids=["plaintext", "secure"])
+def test_demo_survives_both_crashes_and_ends_with_a_clean_verdict(tmp_path, secure):
     started = time.monotonic()
-    result = run_exactly("demo", "--duration", "12", env=_demo_env(tmp_path), timeout_s=400)
+    flags = ["--secure"] if secure else []
+    result = run_exactly("demo", "--duration", "12", *flags, env=_demo_env(tmp_path), timeout_s=400)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
+    if secure:
+        assert re.search(r"secured: .* \d+ grants of least privilege", output), output
+        # No password and no line of a private key in what the demo shows or keeps.
+        demo_dir = tmp_path / "state" / "demo"
+        shown = {path.name: path.read_text() for path in (demo_dir / "run").glob("*.log")}
+        shown["output"] = output
+        clusters = [LocalCluster.open(demo_dir / name) for name in ("demo-source", "demo-target")]
+        assert_no_secret(shown, secrets_of(*clusters))
     verdict = VERDICT_LINE.search(result.stdout)
     assert verdict, output
     assert int(verdict.group(1)) > 1000  # about 250 records/s for 12 s, minus the aborted ones
@@ -84,7 +96,7 @@ def test_demo_survives_both_crashes_and_ends_with_a_clean_verdict(tmp_path):
     assert "nothing left running" in output
     assert "Traceback" not in output
     assert _survivors(tmp_path) == []
-    print(f"demo --duration 12 took {time.monotonic() - started:.1f} s")
+    print(f"demo --duration 12 {' '.join(flags)} took {time.monotonic() - started:.1f} s")
 
 
 @pytest.mark.kafka

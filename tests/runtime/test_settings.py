@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from runtime import ConfigError, ExactlyError, is_secret_property, load_settings, render_config
+from runtime.settings import DESTINATION_PREFIX, SOURCE_PREFIX, Settings
 
 SOURCE = "KAFKA_CLUSTERS_SOURCE_"
 DESTINATION = "KAFKA_CLUSTERS_DESTINATION_"
@@ -513,3 +514,8 @@ def test_a_property_value_that_is_not_utf8_names_its_variable():
         **{f"{SOURCE}PROPERTIES_CLIENT_ID": b"caf\xe9".decode(errors="surrogateescape")}
     )
     assert str(error) == f"{SOURCE}PROPERTIES_CLIENT_ID: the value is not UTF-8 text"
+
+
+def test_the_cluster_prefixes_are_the_settings_aliases():
+    assert Settings.model_fields["source"].alias == SOURCE_PREFIX
+    assert Settings.model_fields["destination"].alias == DESTINATION_PREFIX

@@ -35,6 +35,7 @@ DENIALS = [
     ("replicator", "target", "TOPIC", ".meta", "WRITE"),  # was taken for written
     ("deduplicator", "target", "TRANSACTIONAL_ID", ".deduplicator.", "WRITE"),
     ("deduplicator", "target", "GROUP", ".deduplicator", "READ"),
+    ("deduplicator", "target", "TOPIC", "", "WRITE"),  # the destination: was abort and retry
     ("offsetsync", "target", "TOPIC", ".checkpoints", "CREATE"),
 ]
 

@@ -83,7 +83,7 @@ def test_an_encrypted_pkcs1_key_becomes_the_unencrypted_pkcs8_the_java_key_store
 
     with pytest.raises(InputError) as wrong:
         java_options({**cluster, "ssl.key.password": "wrong"}, PREFIX)
-    assert "KAFKA_CLUSTERS_SOURCE_PROPERTIES_SSL_KEY_LOCATION" in str(wrong.value)
+    assert "KAFKA_CLUSTERS_SOURCE_PROPERTIES_SSL_KEY_PEM" in str(wrong.value)
     assert "wrong" not in str(wrong.value)
     assert "PRIVATE KEY" not in str(wrong.value)
 
@@ -130,3 +130,28 @@ def test_tuning_the_java_client_does_not_share_is_named_in_a_warning(caplog):
     [warning] = caplog.records
     assert "not passed to Spark's Kafka source" in warning.getMessage()
     assert "statistics.interval.ms" in str(vars(warning))
+
+
+def test_a_ca_directory_and_a_password_for_a_key_that_needs_none_work_as_in_librdkafka(
+    tmp_path: Path,
+):
+    credentials = make_credentials(tmp_path / "security", users=("validator",))
+    cas = tmp_path / "cas"
+    cas.mkdir()
+    (cas / "ours.pem").write_text(credentials.ca_path.read_text())
+    (cas / "README").write_text("not a certificate")
+    options = java_options(
+        {
+            "bootstrap.servers": "b:9094",
+            "security.protocol": "SSL",
+            "ssl.ca.location": str(cas),
+            "ssl.certificate.location": str(credentials.certificate_path("validator")),
+            "ssl.key.location": str(credentials.key_path("validator")),
+            "ssl.key.password": "ignored: the key is not encrypted",
+        },
+        PREFIX,
+    )
+    assert options["kafka.ssl.truststore.certificates"].strip() == (
+        credentials.ca_path.read_text().strip()
+    )
+    assert options["kafka.ssl.keystore.key"] == credentials.key_path("validator").read_text()
