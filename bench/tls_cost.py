@@ -31,8 +31,8 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.payloads import Payloads
-from exactly.acls import ROLES, SOURCE, TARGET, apply_grants, flow_grants
-from exactly.localenv import DESTINATION_PREFIX, SOURCE_PREFIX, cluster_environment
+from exactly.acls import ROLES, apply_flow_grants, flow_grants
+from exactly.localenv import secured_pair_environment
 from localkafka import LocalCluster, RoleProcess, start_all
 from runtime import load_settings, produce_when_room
 from runtime.names import FlowNames
@@ -105,16 +105,8 @@ def _copy(
     envs = dict.fromkeys(ROLES, env)
     if mode == "secured":
         grants = flow_grants(load_settings(env), [topic])
-        apply_grants(source.bootstrap_servers, [g for g in grants if g.cluster == SOURCE])
-        apply_grants(target.bootstrap_servers, [g for g in grants if g.cluster == TARGET])
-        envs = {
-            role: {
-                **env,
-                **cluster_environment(SOURCE_PREFIX, source, "SASL_SSL", role),
-                **cluster_environment(DESTINATION_PREFIX, target, "SSL", role),
-            }
-            for role in ROLES
-        }
+        apply_flow_grants(source.bootstrap_servers, target.bootstrap_servers, grants)
+        envs = {role: {**env, **secured_pair_environment(source, target, role)} for role in ROLES}
     names = FlowNames(flow)
     logs = base / flow
     timings = {}

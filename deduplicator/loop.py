@@ -30,7 +30,6 @@ from runtime import (
     LIBRDKAFKA_LOG,
     PREFETCH_DEFAULTS,
     ErrorClass,
-    NotAuthorizedError,
     Settings,
     abort_or_replace,
     call_retrying,
@@ -39,7 +38,7 @@ from runtime import (
     get_logger,
     kafka_error_of,
     produce_when_room,
-    refusal,
+    raise_if_refused,
 )
 from runtime.deadline import hard_deadline
 from runtime.role import static_membership
@@ -141,26 +140,21 @@ class Deduplicator:
         try:
             self._retrying("init_transactions", lambda: producer.init_transactions(TXN_TIMEOUT_S))
         except KafkaException as exc:
-            denied = self._refusal(kafka_error_of(exc))
-            if denied is not None:
-                raise denied from exc
+            raise_if_refused(exc, "target", self._needs())
             raise
         return producer
 
-    def _refusal(self, error: KafkaError, *, writing: bool = True) -> NotAuthorizedError | None:
-        """A refusal of the transaction's writes (``writing``) or of the staging reads."""
+    def _needs(self, *, writing: bool = True) -> dict[str, tuple[str, str]]:
+        """What stage 2 needs granted for the transaction's writes (``writing``) or for the
+        staging reads (``refusal``'s ``wanted``)."""
         names = self.settings.names
         written = sorted(self._written | {self.changelog_topic})
         topic = ("WRITE", " or ".join(written)) if writing else ("READ", names.staging)
-        return refusal(
-            error,
-            "target",
-            {
-                "TRANSACTIONAL_ID": ("WRITE", self._transactional_id),
-                "GROUP": ("READ", names.deduplicator_group),
-                "TOPIC": topic,
-            },
-        )
+        return {
+            "TRANSACTIONAL_ID": ("WRITE", self._transactional_id),
+            "GROUP": ("READ", names.deduplicator_group),
+            "TOPIC": topic,
+        }
 
     def _client_error(self, error: KafkaError) -> None:
         self.metrics.client_errors.labels(error.name()).inc()
@@ -220,9 +214,7 @@ class Deduplicator:
     def _process(self, message: Message) -> None:
         error = message.error()
         if error is not None:
-            denied = self._refusal(error, writing=False)
-            if denied is not None:
-                raise denied
+            raise_if_refused(error, "target", self._needs(writing=False))
             if classify(error) is ErrorClass.FATAL:
                 raise KafkaException(error)
             log.warning("staging consume error", error=error.str())
@@ -403,10 +395,8 @@ class Deduplicator:
 
         self._retrying("send_offsets_to_transaction", send_offsets)  # step 2
         if self.producer.flush(TXN_TIMEOUT_S) != 0 or failures:  # step 3
-            for failure in failures:
-                denied = self._refusal(failure)
-                if denied is not None:
-                    raise denied  # no abort and retry mends a missing ACL
+            for failure in failures:  # no abort and retry mends a missing ACL
+                raise_if_refused(failure, "target", self._needs())
             reasons = [failure.str() for failure in failures[:3]]
             raise TransactionFailedError(f"transaction records not acknowledged: {reasons}")
         try:  # step 4
@@ -453,9 +443,7 @@ class Deduplicator:
             return True
         except (KafkaException, TransactionFailedError) as exc:
             if isinstance(exc, KafkaException):
-                denied = self._refusal(kafka_error_of(exc))
-                if denied is not None:
-                    raise denied from exc
+                raise_if_refused(exc, "target", self._needs())
                 if classify(kafka_error_of(exc)) is ErrorClass.FATAL:
                     raise
             # Abortable: abort, rewind staging to the committed offsets, and forget the

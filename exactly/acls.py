@@ -260,6 +260,18 @@ def flow_grants(
     return grants
 
 
+def apply_flow_grants(
+    source_bootstrap_servers: str, target_bootstrap_servers: str, grants: Sequence[Grant]
+) -> None:
+    """``apply_grants`` of each cluster's share of ``grants``, through the bootstrap servers
+    given for it."""
+    for cluster, bootstrap_servers in (
+        (SOURCE, source_bootstrap_servers),
+        (TARGET, target_bootstrap_servers),
+    ):
+        apply_grants(bootstrap_servers, [g for g in grants if g.cluster == cluster])
+
+
 def apply_grants(
     bootstrap_servers: str,
     grants: Sequence[Grant],

@@ -13,7 +13,13 @@ from contextlib import contextmanager
 
 import click
 
-from exactly.localenv import DESTINATION_PREFIX, SOURCE_PREFIX, cluster_environment
+from exactly.localenv import (
+    DESTINATION_PREFIX,
+    SOURCE_PREFIX,
+    SOURCE_PROTOCOL,
+    TARGET_PROTOCOL,
+    cluster_environment,
+)
 from localkafka import (
     DEFAULT_NAMES,
     ClusterRegistry,
@@ -154,7 +160,7 @@ def _print_exports(clusters: list[LocalCluster]) -> None:
             continue
         protocol = None
         if cluster.secure:
-            protocol = "SASL_SSL" if cluster.name == "source" else "SSL"
+            protocol = SOURCE_PROTOCOL if cluster.name == "source" else TARGET_PROTOCOL
         for variable, value in cluster_environment(prefix, cluster, protocol, ADMIN_USER).items():
             click.echo(f"export {variable}={value}")
 

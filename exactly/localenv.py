@@ -6,7 +6,18 @@ from __future__ import annotations
 from localkafka import LocalCluster
 from runtime.settings import DESTINATION_PREFIX, SOURCE_PREFIX
 
-__all__ = ["DESTINATION_PREFIX", "SOURCE_PREFIX", "cluster_environment"]
+__all__ = [
+    "DESTINATION_PREFIX",
+    "SOURCE_PREFIX",
+    "SOURCE_PROTOCOL",
+    "TARGET_PROTOCOL",
+    "cluster_environment",
+    "secured_pair_environment",
+]
+
+# How a secured local pair is reached: each cluster secured differently, as in the README.
+SOURCE_PROTOCOL = "SASL_SSL"  # SCRAM-SHA-512
+TARGET_PROTOCOL = "SSL"  # mutual TLS
 
 
 def cluster_environment(
@@ -27,3 +38,13 @@ def cluster_environment(
         else:
             env[f"{prefix}_PROPERTIES_{name.upper().replace('.', '_')}"] = value
     return env
+
+
+def secured_pair_environment(
+    source: LocalCluster, target: LocalCluster, user: str
+) -> dict[str, str]:
+    """The variables that reach ``source`` over SASL_SSL and ``target`` over mutual TLS as
+    ``user``."""
+    return cluster_environment(SOURCE_PREFIX, source, SOURCE_PROTOCOL, user) | (
+        cluster_environment(DESTINATION_PREFIX, target, TARGET_PROTOCOL, user)
+    )

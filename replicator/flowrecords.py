@@ -17,7 +17,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from replicator.errors import TopicSetupError
-from runtime import Settings, call_retrying, get_logger, kafka_error_of, refusal
+from runtime import Settings, call_retrying, get_logger, kafka_error_of, raise_if_refused
 from runtime.topics import STARTUP_PATIENCE_S, cluster_metadata, waiting_on
 
 log = get_logger(__name__)
@@ -86,9 +86,7 @@ class FlowRecords:
         if producer.flush(_TIMEOUT_S) != 0:
             raise TopicSetupError(f"could not record {key} in {self.topic}: no answer")
         if failed:
-            denied = refusal(failed[0], "target", {"TOPIC": ("WRITE", self.topic)})
-            if denied is not None:
-                raise denied
+            raise_if_refused(failed[0], "target", {"TOPIC": ("WRITE", self.topic)})
             raise TopicSetupError(f"could not record {key} in {self.topic}: {failed[0].str()}")
         self._values[key] = value
 

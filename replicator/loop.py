@@ -45,6 +45,7 @@ from runtime import (
     get_logger,
     kafka_error_of,
     produce_when_room,
+    raise_if_refused,
     refusal,
 )
 from runtime.topics import cluster_metadata
@@ -266,18 +267,15 @@ class Replicator:
             self._session_error = f"fatal:{error.name()}"
         report_client_error(self.metrics, "target", error)
 
-    def _source_refusal(self, error: KafkaError, topic: str | None) -> NotAuthorizedError | None:
-        return refusal(
-            error,
-            "source",
-            {
-                "GROUP": ("READ", self.settings.names.replicator_group),
-                "TOPIC": ("READ", topic or "(a source topic)"),
-            },
-        )
+    def _source_reads(self, topic: str | None) -> dict[str, tuple[str, str]]:
+        """What stage 1's consumer needs granted on the source (``refusal``'s ``wanted``)."""
+        return {
+            "GROUP": ("READ", self.settings.names.replicator_group),
+            "TOPIC": ("READ", topic or "(a source topic)"),
+        }
 
     def _on_consumer_error(self, error: KafkaError) -> None:
-        self._refused = self._refused or self._source_refusal(error, None)
+        self._refused = self._refused or refusal(error, "source", self._source_reads(None))
         if error.fatal():
             # E.g. another instance took our static membership: stop, never fight over it.
             self._fatal = error
@@ -465,9 +463,8 @@ class Replicator:
             self.metrics.partitions_stopped.remove(lane.topic, str(lane.partition), lane.stopped)
 
     def _on_message_error(self, message: Message, error: KafkaError) -> None:
-        denied = self._source_refusal(error, message.topic())
-        if denied is not None:
-            raise denied  # before the partition is taken for one with an unreadable record
+        # Before the partition is taken for one with an unreadable record:
+        raise_if_refused(error, "source", self._source_reads(message.topic()))
         if error.code() == KafkaError._AUTO_OFFSET_RESET and message.topic() is not None:
             self._on_data_loss(message.topic(), message.partition())
             return

@@ -20,7 +20,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, Ne
 from replicator.errors import StagingMismatchError, TopicSetupError
 from replicator.flowrecords import FlowRecords
 from replicator.lanes import LANE_FUNCTION
-from runtime import Settings, get_logger, kafka_error_of, refusal
+from runtime import Settings, get_logger, raise_if_refused
 from runtime.topics import cluster_metadata, ensure_topic, require_operations
 
 log = get_logger(__name__)
@@ -87,7 +87,7 @@ def describe_source_topics(admin: AdminClient, settings: Settings) -> dict[str, 
         try:
             description = future.result(timeout=_TIMEOUT_S)
         except KafkaException as exc:
-            _raise_if_refused(exc, "DESCRIBE", name)
+            raise_if_refused(exc, "source", {"TOPIC": ("DESCRIBE", name)})
             # Deleted between list and describe: it is simply not there this round.
             log.warning("source topic vanished while described", topic=name, error=str(exc))
             continue
@@ -95,7 +95,8 @@ def describe_source_topics(admin: AdminClient, settings: Settings) -> dict[str, 
         try:
             entries = config_future.result(timeout=_TIMEOUT_S)
         except KafkaException as exc:
-            _raise_if_refused(exc, "DESCRIBE_CONFIGS", name)
+            # Discovery retries what fails every few seconds: a missing ACL stops it instead.
+            raise_if_refused(exc, "source", {"TOPIC": ("DESCRIBE_CONFIGS", name)})
             raise
         found[name] = SourceTopic(
             name=name,
@@ -147,13 +148,6 @@ def ensure_destination(admin: AdminClient, topic: SourceTopic) -> None:
             destination_partitions=have,
             source_partitions=topic.partitions,
         )
-
-
-def _raise_if_refused(exc: KafkaException, operation: str, topic: str) -> None:
-    # Discovery retries what fails every few seconds: a missing ACL must stop it instead.
-    denied = refusal(kafka_error_of(exc), "source", {"TOPIC": (operation, topic)})
-    if denied is not None:
-        raise denied from exc
 
 
 def ensure_staging(admin: AdminClient, settings: Settings, records: FlowRecords) -> StagingTopic:
@@ -210,7 +204,5 @@ def _await(futures: dict[Any, Any], what: str, needs: tuple[str, str]) -> None:
         try:
             future.result(timeout=_TIMEOUT_S)
         except KafkaException as exc:
-            denied = refusal(kafka_error_of(exc), "target", {"TOPIC": needs})
-            if denied is not None:
-                raise denied from exc
+            raise_if_refused(exc, "target", {"TOPIC": needs})
             raise TopicSetupError(f"could not {what}: {exc}") from exc

@@ -155,6 +155,18 @@ def refusal(
     )
 
 
+def raise_if_refused(
+    failure: KafkaError | KafkaException, cluster: str, wanted: Mapping[str, tuple[str, str]]
+) -> None:
+    """Raise ``refusal``'s ``NotAuthorizedError`` (from ``failure``, if an exception) when
+    ``failure`` is a refused authorization; return otherwise."""
+    cause = failure if isinstance(failure, KafkaException) else None
+    error = failure if cause is None else kafka_error_of(cause)
+    denied = refusal(error, cluster, wanted)
+    if denied is not None:
+        raise denied from cause
+
+
 @contextmanager
 def translate_kafka_errors(operation: str) -> Iterator[None]:
     """Translate a ``KafkaException`` raised inside the block into a ``KafkaClientError``.

@@ -10,7 +10,13 @@ from confluent_kafka.admin import AclOperation, AdminClient, ClusterMetadata, Ne
 
 from runtime.clients import RoleAdminClient
 from runtime.errors import NotAuthorizedError, TopicSetupError
-from runtime.kafka_errors import ErrorClass, call_retrying, classify, kafka_error_of, refusal
+from runtime.kafka_errors import (
+    ErrorClass,
+    call_retrying,
+    classify,
+    kafka_error_of,
+    raise_if_refused,
+)
 from runtime.logs import get_logger
 
 log = get_logger(__name__)
@@ -46,9 +52,7 @@ def ensure_topic(admin: AdminClient, topic: NewTopic) -> None:
         # Asked at every start, existing or not: the broker says "already exists" only to a
         # principal allowed to create it (README: Security). Every topic we create is on the
         # target cluster.
-        denied = refusal(error, "target", {"TOPIC": ("CREATE", topic.topic)})
-        if denied is not None:
-            raise denied from exc
+        raise_if_refused(exc, "target", {"TOPIC": ("CREATE", topic.topic)})
         raise TopicSetupError(
             f"could not create topic {topic.topic}: {error.name()}: {error.str()}"
         ) from exc
@@ -76,10 +80,8 @@ def require_operations(
             describe, deadline_s=STARTUP_PATIENCE_S, on_retry=waiting_on(admin)
         )
     except KafkaException as exc:
+        raise_if_refused(exc, cluster, {"TOPIC": ("DESCRIBE", topic)})
         error = kafka_error_of(exc)
-        denied = refusal(error, cluster, {"TOPIC": ("DESCRIBE", topic)})
-        if denied is not None:
-            raise denied from exc
         # Only a check: what it cannot learn (a service without this API, a topic the broker
         # has not seen yet) must not stop a start that worked before it existed.
         log.warning("could not check the operations allowed", topic=topic, error=error.str())

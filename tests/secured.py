@@ -16,15 +16,12 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
-from exactly.acls import ROLES, SOURCE, TARGET, Grant, apply_grants, flow_grants
-from exactly.localenv import DESTINATION_PREFIX, SOURCE_PREFIX, cluster_environment
+from exactly.acls import ROLES, Grant, apply_flow_grants, flow_grants
+from exactly.localenv import secured_pair_environment
 from localkafka import LocalCluster
 from localkafka.security import USERS
 from runtime import load_settings
 from tests.backends import KafkaBackend
-
-SOURCE_PROTOCOL = "SASL_SSL"
-TARGET_PROTOCOL = "SSL"
 
 
 def secured_clusters(*backends: KafkaBackend) -> list[LocalCluster]:
@@ -56,14 +53,9 @@ def secured_flow(
             else g
             for g in grants
         ]
-    for cluster, backend in ((SOURCE, source), (TARGET, target)):
-        apply_grants(backend.bootstrap_servers, [g for g in grants if g.cluster == cluster])
+    apply_flow_grants(source.bootstrap_servers, target.bootstrap_servers, grants)
     return {
-        role: {
-            **env,
-            **cluster_environment(SOURCE_PREFIX, source_cluster, SOURCE_PROTOCOL, role),
-            **cluster_environment(DESTINATION_PREFIX, target_cluster, TARGET_PROTOCOL, role),
-        }
+        role: {**env, **secured_pair_environment(source_cluster, target_cluster, role)}
         for role in ROLES
     }
 

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from exactly.acls import SOURCE, TARGET, apply_grants, flow_grants
+from exactly.acls import apply_flow_grants, flow_grants
 from exactly.demo.cleanup import clean_up
 from exactly.demo.clusters import SOURCE_NAME, TARGET_NAME, DemoClusters, DemoLock
 from exactly.demo.destination import DestinationWatch
@@ -52,7 +52,7 @@ from exactly.demo.traffic import (
     create_topics,
 )
 from exactly.demo.verdict import Verdict, judge, read_committed
-from exactly.localenv import DESTINATION_PREFIX, SOURCE_PREFIX, cluster_environment
+from exactly.localenv import secured_pair_environment
 from exactly.roles import DEDUPLICATOR, OFFSETSYNC, REPLICATOR
 from localkafka import RoleProcess, free_ports
 from runtime import load_settings
@@ -214,8 +214,11 @@ class DemoRun:
         listener, whose principal (the demo's own tools) is a super-user."""
         settings = load_settings(self._role_settings(0))
         grants = flow_grants(settings, [t.name for t in TOPICS], [FAILOVER_GROUP])
-        for cluster, local in ((SOURCE, self._clusters.source), (TARGET, self._clusters.target)):
-            apply_grants(local.bootstrap_servers, [g for g in grants if g.cluster == cluster])
+        apply_flow_grants(
+            self._clusters.source.bootstrap_servers,
+            self._clusters.target.bootstrap_servers,
+            grants,
+        )
         self.view.say(
             f"secured: each role its own user, source over SASL_SSL (SCRAM), target over mutual "
             f"TLS; {len(grants)} grants of least privilege (exactly acls)"
@@ -224,10 +227,7 @@ class DemoRun:
     def _secured_environment(self, role: str) -> dict[str, str]:
         if not self.options.secure:
             return {}
-        source, target = self._clusters.source, self._clusters.target
-        return cluster_environment(SOURCE_PREFIX, source, "SASL_SSL", role) | cluster_environment(
-            DESTINATION_PREFIX, target, "SSL", role
-        )
+        return secured_pair_environment(self._clusters.source, self._clusters.target, role)
 
     def _traffic_phase(self) -> None:
         duration = self.options.duration_s
