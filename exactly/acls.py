@@ -299,24 +299,30 @@ def apply_grants(
     for future in admin.create_acls(bindings).values():
         future.result(timeout=_TIMEOUT_S)
     wanted = {_key(binding) for binding in bindings}
-    every_acl = AclBindingFilter(
-        ResourceType.ANY,
-        None,
-        ResourcePatternType.ANY,
-        None,
-        None,
-        AclOperation.ANY,
-        AclPermissionType.ANY,
-    )
     deadline = time.monotonic() + _TIMEOUT_S
     while True:
-        present = {_key(b) for b in admin.describe_acls(every_acl).result(timeout=_TIMEOUT_S)}
+        present = {_key(b) for b in allowed_acls(admin)}
         if wanted <= present:
             return
         if time.monotonic() > deadline:
             missing = len(wanted - present)
             raise TimeoutError(f"{missing} ACLs not enforced by the broker {_TIMEOUT_S:.0f} s on")
         time.sleep(0.1)
+
+
+def allowed_acls(admin: AdminClient) -> list[AclBinding]:
+    """Every ALLOW binding the broker enforces, as it answers DescribeAcls."""
+    every_allow = AclBindingFilter(
+        ResourceType.ANY,
+        None,
+        ResourcePatternType.ANY,
+        None,
+        None,
+        AclOperation.ANY,
+        AclPermissionType.ALLOW,
+    )
+    bindings: list[AclBinding] = admin.describe_acls(every_allow).result(timeout=_TIMEOUT_S)
+    return bindings
 
 
 def _key(binding: AclBinding) -> tuple[object, ...]:

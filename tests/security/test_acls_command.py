@@ -7,15 +7,9 @@ import os
 import shlex
 import subprocess
 
-from confluent_kafka.admin import (
-    AclBindingFilter,
-    AclOperation,
-    AclPermissionType,
-    AdminClient,
-    ResourcePatternType,
-    ResourceType,
-)
+from confluent_kafka.admin import AdminClient
 
+from exactly.acls import allowed_acls
 from localkafka import ensure_kafka
 from localkafka.node import java_executable
 from tests.commands import run_exactly
@@ -81,17 +75,7 @@ def test_the_printed_commands_grant_with_kafkas_own_acl_tool(target_cluster, uni
         )
         assert done.returncode == 0, done.stdout + done.stderr
     admin = AdminClient({"bootstrap.servers": target_cluster.bootstrap_servers})
-    found = admin.describe_acls(
-        AclBindingFilter(
-            ResourceType.ANY,
-            None,
-            ResourcePatternType.ANY,
-            None,
-            None,
-            AclOperation.ANY,
-            AclPermissionType.ALLOW,
-        )
-    ).result(timeout=30)
+    found = allowed_acls(admin)
     granted = {(b.principal, b.restype.name, b.name, b.operation.name) for b in found}
     assert ("User:deduplicator", "TRANSACTIONAL_ID", "exactly.dr.deduplicator.", "WRITE") in (
         granted
