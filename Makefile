@@ -7,7 +7,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: install demo test chaos unit lint toxiproxy bench-envelope bench-replicator bench-pipeline bench-profile bench-commit bench-validate bench-offsetsync bench-tls bench-memory kafka-jars spark-connector kustomize clean
+.PHONY: install demo test chaos unit lint toxiproxy bench-envelope bench-replicator bench-pipeline bench-profile bench-commit bench-validate bench-offsetsync bench-tls bench-memory bench-active-active kafka-jars spark-connector kustomize clean
 
 install: $(VENV)/.installed kafka-jars spark-connector kustomize
 
@@ -49,15 +49,16 @@ lint: $(VENV)/.installed
 	$(BIN)/mypy
 
 test: install toxiproxy lint
-	$(BIN)/pytest --durations=10 $(PYTEST_ARGS)
+	$(BIN)/pytest --durations=25 $(PYTEST_ARGS)
 
 # The README's first command: installs like `test`, then both stages on two fresh local
 # clusters under live traffic, a SIGKILL of each, and the record-by-record verdict.
 demo: install
 	$(BIN)/exactly demo
 
-# The long crash runs (30 SIGKILLs of each stage under traffic), a one-minute `exactly chaos`,
-# its two mutants and the network test: about 15 minutes here.
+# The long crash runs (30 SIGKILLs of each stage under traffic, 20 of stage 1 alone, a third
+# deduplicator killed), the secure and the active-active demos, `exactly chaos`'s two mutants
+# and the network test: about 20 minutes here.
 chaos: install toxiproxy
 	$(BIN)/pytest -m chaos --durations=10 $(PYTEST_ARGS)
 
@@ -109,6 +110,12 @@ bench-offsetsync: install
 # requests and limits (about 2 minutes).
 bench-memory: install
 	$(BIN)/python bench/role_memory.py
+
+# Issue 19's measure: what the reverse flow of an active-active pair costs: A->B alone against
+# A->B while B->A runs, 1 M records of 1 KiB each way, two rounds (about 3 minutes; README,
+# Topologies).
+bench-active-active: install
+	$(BIN)/python bench/active_active.py --records 1000000 --rounds 2
 
 clean:
 	rm -rf $(VENV) .pytest_cache

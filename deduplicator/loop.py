@@ -65,6 +65,12 @@ RETRY_DEADLINE_S = TRANSACTION_TIMEOUT_MS / 1000
 # restore from the batch it reached, rather than being evicted from the group mid-restore.
 RESTORE_DEADLINE_S = 120.0
 MAX_RECORD_BYTES = 64 * 1024 * 1024
+# Delivery errors of records purged because their transaction failed (librdkafka purges the
+# queue when a transaction enters its abortable state): the cause is the transaction's error.
+_PURGED = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
+# commit_transaction answers at once when a record failed; the bound is for the unexpected.
+_ASK_TRANSACTION_ERROR_S = 10.0
+
 # How long a failing process waits for its open transaction's abort before it exits anyway.
 ABORT_ON_FAILURE_S = 5.0
 
@@ -397,6 +403,8 @@ class Deduplicator:
         if self.producer.flush(TXN_TIMEOUT_S) != 0 or failures:  # step 3
             for failure in failures:  # no abort and retry mends a missing ACL
                 raise_if_refused(failure, "target", self._needs())
+            if failures and all(failure.code() in _PURGED for failure in failures):
+                self._raise_if_the_transaction_was_refused()
             reasons = [failure.str() for failure in failures[:3]]
             raise TransactionFailedError(f"transaction records not acknowledged: {reasons}")
         try:  # step 4
@@ -411,6 +419,22 @@ class Deduplicator:
             self.stores[partition].commit(states, changelog_offsets[partition])
         self._observe_commit(started, committed_at)
         self._reset_transaction()
+
+    def _raise_if_the_transaction_was_refused(self) -> None:
+        """Records purged with their transaction hide why it failed: a destination this role
+        may not write fails the transaction when its partition is added, and abort after abort
+        would follow. librdkafka gives the transaction's own error to the next transactional
+        call, so ask commit_transaction: once a record of the transaction failed delivery it
+        commits nothing (it answers "abort required" before sending a request), so invariant 5
+        holds. The caller aborts as after any failed transaction."""
+        try:
+            self.producer.commit_transaction(_ASK_TRANSACTION_ERROR_S)
+        except KafkaException as exc:
+            raise_if_refused(exc, "target", self._needs())
+            return
+        # Not librdkafka's behaviour; if it ever were, stage 2's state would lag its output: stop,
+        # and the successor restores from the changelog (as for an unknown commit outcome).
+        raise DeduplicatorError("a transaction whose records were purged was committed")
 
     def _observe_commit(self, started: float, committed_at: float) -> None:
         self.metrics.transactions.labels("committed").inc()

@@ -20,6 +20,7 @@ from envelope.model import (
 from envelope.provenance import (
     HEADER_PROVENANCE,
     Provenance,
+    carries_provenance,
     decode_provenance,
     encode_provenance,
     find_provenance,
@@ -40,6 +41,7 @@ __all__ = [
     "RecordRow",
     "SourceRecord",
     "UnsupportedVersionError",
+    "carries_provenance",
     "decode",
     "decode_provenance",
     "decode_rows",

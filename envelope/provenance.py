@@ -26,16 +26,25 @@ def provenance_prefix(source_cluster_id: str, partition: int) -> bytes:
     return f"{source_cluster_id}/{partition}/".encode()
 
 
+def carries_provenance(headers: Iterable[tuple[str, bytes | None]] | None) -> bool:
+    """Whether a record is a copy a stage 2 wrote: a provenance header with a value, well-formed
+    or not. The one rule of loop prevention: stage 1 never copies such a record again, and
+    `exactly validate` counts it as looped (README, Topologies)."""
+    return any(name == HEADER_PROVENANCE and value is not None for name, value in headers or ())
+
+
 def find_provenance(headers: Iterable[tuple[str, bytes | None]] | None) -> Provenance | None:
-    """The provenance a record's header list carries: the first header of that name with a
-    value, decoded; None when there is none or it is not well formed."""
-    for name, value in headers or ():
-        if name == HEADER_PROVENANCE and value is not None:
-            try:
-                return decode_provenance(value)
-            except ValueError:
-                return None
-    return None
+    """The provenance a record's header list carries: the last header of that name with a
+    value (stage 2 appends its own after the record's headers, so on a record that was already
+    a copy the last one names this hop), decoded; None when there is none or it is not well
+    formed."""
+    values = [value for name, value in headers or () if name == HEADER_PROVENANCE and value]
+    if not values:
+        return None
+    try:
+        return decode_provenance(values[-1])
+    except (ValueError, UnicodeDecodeError):
+        return None
 
 
 def decode_provenance(value: bytes) -> Provenance:

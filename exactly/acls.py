@@ -33,7 +33,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from runtime.settings import Settings
+from runtime.settings import Settings, destination_names
 
 SOURCE = "source"
 TARGET = "target"
@@ -64,9 +64,10 @@ def flow_grants(
     settings: Settings, source_topics: Sequence[str], groups: Sequence[str] = ()
 ) -> list[Grant]:
     """Every grant the flow's roles need: ``source_topics`` are the topics the flow copies,
-    ``groups`` the consumer groups offset sync moves."""
+    ``groups`` the consumer groups offset sync moves. DestinationCollisionError when two of
+    them would be copied to one topic, as stage 1 would stop."""
     names = settings.names
-    copied = [(t, d) for t in source_topics if (d := settings.destination_topic(t)) is not None]
+    copied = destination_names(settings, source_topics).items()
     grants: list[Grant] = []
 
     def grant(

@@ -61,6 +61,9 @@ def acls(
             list(topics) or _source_topics(settings),
             list(groups) or _source_groups(settings),
         )
+    except ConfigError as exc:  # two topics copied to one: stage 1 would stop
+        click.echo(f"exactly: configuration error: {exc}", err=True)
+        sys.exit(CONFIG_ERROR_EXIT_STATUS)
     except KafkaException as exc:
         click.echo(
             f"exactly acls: cannot list the source's topics and groups "

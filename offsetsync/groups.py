@@ -40,6 +40,16 @@ _IDLE = frozenset({ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD})
 GROUP_ACTIVE = frozenset({KafkaError.UNKNOWN_MEMBER_ID, KafkaError.REBALANCE_IN_PROGRESS})
 
 
+# The metadata of every offset offset sync commits: a position it translated from another
+# cluster, not one a consumer reached. Offset sync never translates such an offset onwards, so
+# that two flows in opposite directions (active-active) never move a group back and forth.
+TRANSLATED_MARK = "exactly.offsetsync"
+
+
+def translated_metadata(source_cluster_id: str) -> str:
+    return f"{TRANSLATED_MARK} from {source_cluster_id}"
+
+
 @dataclass(frozen=True, slots=True)
 class GroupOffsets:
     """A group's committed offsets as the cluster told them in one fetch."""
@@ -49,6 +59,8 @@ class GroupOffsets:
     # transaction is pending on them (UNSTABLE_OFFSET_COMMIT), or the whole fetch failed. Not
     # "no offset": nothing may be decided on them this cycle.
     unknown: frozenset[Key] = frozenset()
+    # Partitions (among ``offsets``) whose offset an offset sync committed (TRANSLATED_MARK).
+    translated: frozenset[Key] = frozenset()
 
 
 class ClusterGroups:
@@ -138,14 +150,19 @@ class ClusterGroups:
         return _group_offsets(group, found)
 
     def commit(
-        self, offsets: Mapping[str, Mapping[Key, int]]
+        self, offsets: Mapping[str, Mapping[Key, int]], metadata: str
     ) -> dict[str, dict[Key, KafkaError | None]]:
-        """Commit each group's offsets; the outcome per partition (None: committed)."""
+        """Commit each group's offsets, each with ``metadata``; the outcome per partition
+        (None: committed)."""
         futures = {
             group: self._admin.alter_consumer_group_offsets(
                 [
                     ConsumerGroupTopicPartitions(
-                        group, [TopicPartition(t, p, offset) for (t, p), offset in moves.items()]
+                        group,
+                        [
+                            TopicPartition(t, p, offset, metadata=metadata)
+                            for (t, p), offset in moves.items()
+                        ],
                     )
                 ],
                 request_timeout=_TIMEOUT_S,
@@ -164,9 +181,11 @@ class ClusterGroups:
 
 
 def _group_offsets(group: str, found: Iterable[TopicPartition]) -> GroupOffsets:
-    offsets, unknown, errors = {}, set(), set()
+    offsets, unknown, translated, errors = {}, set(), set(), set()
     for tp in found:
         key = (tp.topic, tp.partition)
+        if tp.metadata and tp.metadata.startswith(TRANSLATED_MARK):
+            translated.add(key)
         if tp.error is not None:
             # Per partition, not raised: UNSTABLE_OFFSET_COMMIT while a transaction that
             # commits offsets of this group is open (seen here on Kafka 4.3.1 with
@@ -182,7 +201,7 @@ def _group_offsets(group: str, found: Iterable[TopicPartition]) -> GroupOffsets:
             partitions=len(unknown),
             errors=",".join(sorted(errors)),
         )
-    return GroupOffsets(offsets, frozenset(unknown))
+    return GroupOffsets(offsets, frozenset(unknown), frozenset(translated & offsets.keys()))
 
 
 def is_idle(state: ConsumerGroupState | None) -> bool:

@@ -28,7 +28,7 @@ from confluent_kafka import KafkaException
 from offsetsync.checkpoints import Checkpoint, CheckpointWriter
 from offsetsync.clients import SyncClients
 from offsetsync.errors import NoOffsetsError, OffsetSyncError
-from offsetsync.groups import GROUP_ACTIVE, GroupOffsets, is_idle
+from offsetsync.groups import GROUP_ACTIVE, GroupOffsets, is_idle, translated_metadata
 from offsetsync.metrics import GROUP_STATES, OffsetSyncMetrics
 from offsetsync.reading import Key
 from offsetsync.translate import (
@@ -97,6 +97,7 @@ class OffsetSync:
         self._checkpointed: dict[GroupPartition, int] = {}  # by destination partition
         self._behind: set[GroupPartition] = set()  # warned about, by source partition
         self._unknown: set[GroupPartition] = set()  # warned about, by destination partition
+        self._translated: set[GroupPartition] = set()  # logged, by source partition
         self._cache: OrderedDict[Request, Translated] = OrderedDict()
 
     def run(self) -> None:
@@ -156,6 +157,14 @@ class OffsetSync:
                 destination_topic = self._settings.destination_topic(topic)
                 if destination_topic is None:
                     continue
+                if (topic, partition) in offsets.translated:
+                    # An offset sync wrote it here (a flow into this cluster): the group has not
+                    # consumed here since. Translated back, it would move the group on the
+                    # cluster it came from, and two opposite flows would fight over it.
+                    self._passed_back(group, (topic, partition))
+                    continue
+                # Its consumer's own again: a later mark is logged and counted anew.
+                self._translated.discard((group, (topic, partition)))
                 key = (group, (topic, partition))
                 seen = self._seen.get(key)
                 if seen is None or seen.offset != committed:
@@ -180,6 +189,7 @@ class OffsetSync:
                 group not in fetched or (topic, partition) in fetched[group].unknown
             ):
                 continue
+            translated = group in fetched and (topic, partition) in fetched[group].translated
             del self._seen[(group, (topic, partition))]
             self._behind.discard((group, (topic, partition)))
             destination_topic = self._settings.destination_topic(topic)
@@ -187,7 +197,8 @@ class OffsetSync:
                 destination_key = (destination_topic, partition)
                 self._committed.pop((group, destination_key), None)
                 self._checkpointed.pop((group, destination_key), None)
-            gone[group] = gone.get(group, 0) + 1
+            if not translated:  # _passed_back said why
+                gone[group] = gone.get(group, 0) + 1
         for group, partitions in sorted(gone.items()):
             log.info(
                 "no committed offset on the source any more (the group or its offsets deleted, "
@@ -195,6 +206,18 @@ class OffsetSync:
                 "target offsets are left as they are",
                 group=group,
                 partitions=partitions,
+            )
+
+    def _passed_back(self, group: str, source_key: Key) -> None:
+        if (group, source_key) not in self._translated:
+            self._translated.add((group, source_key))
+            self._metrics.passed_back.inc()
+            log.info(
+                "offset committed by an offset sync into the source (active-active): not "
+                "translated back",
+                group=group,
+                topic=source_key[0],
+                partition=source_key[1],
             )
 
     def _translate(self, requests: set[Request]) -> dict[Request, Translation]:
@@ -212,6 +235,7 @@ class OffsetSync:
             self._clients.destination_reader,
             unknown,
             self._cluster_id,
+            header=self._settings.provenance_header,
         )
         for request, translation in fresh.items():
             # Only a translation is final; waiting and retention change with time.
@@ -266,7 +290,8 @@ class OffsetSync:
                 commits.setdefault(group, {})[destination_key] = offset
         failures = []
         moved = 0
-        for group, outcomes in self._clients.target_groups.commit(commits).items():
+        metadata = translated_metadata(self._cluster_id)
+        for group, outcomes in self._clients.target_groups.commit(commits, metadata).items():
             committed = 0
             for destination_key, error in outcomes.items():
                 move = moves[group][destination_key]

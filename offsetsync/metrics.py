@@ -56,6 +56,12 @@ class OffsetSyncMetrics:
             "Partition offsets left as they are because the target's is already further.",
             registry=r,
         )
+        self.passed_back = Counter(
+            "exactly_offsetsync_passed_back",
+            "Group partitions whose source offset an offset sync committed (a flow into the "
+            "source, active-active): never translated back, so opposite flows never fight.",
+            registry=r,
+        )
         self.target_unknown = Counter(
             "exactly_offsetsync_target_unknown",
             "Partition offsets not committed in a cycle because the target did not tell where "

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from confluent_kafka import Message
 
-from envelope.provenance import find_provenance
+from envelope.provenance import carries_provenance, find_provenance
 from offsetsync.reading import KEEP, STOP, ClusterReader, Key
 
 # Records read through rather than sought over: a seek costs a round trip, reading 500 small
@@ -82,8 +82,11 @@ def translate_all(
     destination: ClusterReader,
     requests: Collection[Request],
     source_cluster_id: str,
+    *,
+    header: bool = True,
 ) -> dict[Request, Translation]:
-    """The translation of every request whose source partition exists."""
+    """The translation of every request whose source partition exists. ``header``: whether
+    stage 2 writes the provenance header (REPLICATION_PROVENANCE_HEADER)."""
     by_partition: dict[Key, list[Request]] = defaultdict(list)
     for request in requests:
         by_partition[(request.source_topic, request.partition)].append(request)
@@ -123,7 +126,7 @@ def translate_all(
             located[request] = record
             if record is not None:
                 targets[(request.destination_topic, request.partition)][record.offset()] = record
-    copies = _find_copies(destination, targets, source_cluster_id)
+    copies = _find_copies(destination, targets, source_cluster_id, header)
     empty_starts = _log_starts(
         destination, {(r.destination_topic, r.partition) for r, m in located.items() if m is None}
     )
@@ -146,6 +149,11 @@ def _answer(request: Request, record: Message, copy: _Copy | None) -> Translatio
     if copy is None:
         return Waiting(record.offset())
     if copy.origin_offset is None:
+        return Translated(copy.offset, exact=False)
+    if carries_provenance(record.headers()):
+        # The group's next record is a copy from the destination (active-active, never copied
+        # back): resuming at the next copied record is exact for the source's own records
+        # only (README, Topologies).
         return Translated(copy.offset, exact=False)
     # The last record before a caught-up offset: the group has read it, so resume after its
     # copy; or at the copy of a later record when the copy found is of one.
@@ -239,6 +247,7 @@ class _CopyOf:
         source_cluster_id: str,
         destination: ClusterReader,
         found: dict[tuple[Key, int], _Copy],
+        header: bool,
     ) -> None:
         self._key = key
         self._pending = deque(sorted(records, key=Message.offset))
@@ -247,7 +256,14 @@ class _CopyOf:
         self._found = found
         self._floor = 0
         self._hinted: int | None = None  # the pending source offset last asked a hint for
+        self._header = header
         self.header_off = False
+        # Records without the header were read past: the destination's own (active-active), or
+        # copies written with the header off. A record whose found copy is of a later record
+        # (its own may be one of those) gets the timestamp's answer (``unsure``): it may
+        # re-read, it never skips.
+        self.passed_headerless = False
+        self.unsure: list[Message] = []
 
     @property
     def first(self) -> Message:
@@ -258,6 +274,9 @@ class _CopyOf:
             return KEEP  # fetched before a seek
         origin = find_provenance(message.headers())
         if origin is None:
+            if self._header:
+                self.passed_headerless = True
+                return KEEP
             # Header off: the timestamp's answer stands for every record (_timestamp_answers).
             self.header_off = True
             return STOP
@@ -265,8 +284,17 @@ class _CopyOf:
         if origin.source_cluster_id != self._cluster or origin.partition != self._key[1]:
             return KEEP
         while self._pending and self._pending[0].offset() <= origin.offset:
-            found = _Copy(message.offset(), origin.offset)
-            self._found[(self._key, self._pending.popleft().offset())] = found
+            record = self._pending.popleft()
+            if (
+                origin.offset != record.offset()
+                and self.passed_headerless
+                and not carries_provenance(record.headers())
+            ):
+                # Its own copy was not found by the header, and records without it were read
+                # past: one of them may be that copy (written with the header off).
+                self.unsure.append(record)
+                continue
+            self._found[(self._key, record.offset())] = _Copy(message.offset(), origin.offset)
         if not self._pending:
             return STOP
         if self._pending[0].offset() - origin.offset <= _GAP:
@@ -297,14 +325,17 @@ class _CopyOf:
 
 
 def _find_copies(
-    destination: ClusterReader, targets: Mapping[Key, Mapping[int, Message]], source_cluster_id: str
+    destination: ClusterReader,
+    targets: Mapping[Key, Mapping[int, Message]],
+    source_cluster_id: str,
+    header: bool,
 ) -> dict[tuple[Key, int], _Copy]:
     """The copy of each record (by destination partition and source offset); a record whose copy
     is not committed yet is left out."""
     found: dict[tuple[Key, int], _Copy] = {}
     bounds = destination.bounds(targets)
     cursors = {
-        key: _CopyOf(key, records.values(), source_cluster_id, destination, found)
+        key: _CopyOf(key, records.values(), source_cluster_id, destination, found, header)
         for key, records in targets.items()
         if key in bounds  # a destination partition not created yet: everything waits
     }
@@ -314,8 +345,16 @@ def _find_copies(
     # -1: no destination record that late: the first record's copy, and every later one, waits.
     ranges = {key: (start, bounds[key][1]) for key, start in starts.items() if start >= 0}
     destination.scan(ranges, {key: cursors[key] for key in ranges})
-    header_off = {key: cursors[key].pending() for key in ranges if cursors[key].header_off}
-    found.update(_timestamp_answers(destination, header_off))
+    by_timestamp = {}
+    for key in ranges:
+        cursor = cursors[key]
+        if cursor.header_off:
+            by_timestamp[key] = cursor.pending()
+        elif cursor.unsure:
+            # Past records without the header, a later copy than theirs: the timestamp's answer.
+            # Records with no copy found at all wait for it (never a guess beyond stage 2).
+            by_timestamp[key] = cursor.unsure
+    found.update(_timestamp_answers(destination, by_timestamp))
     return found
 
 
@@ -351,10 +390,13 @@ def translate(
     partition: int,
     committed: int,
     source_cluster_id: str,
+    header: bool = True,
 ) -> Translation | None:
     """One request; None when the source partition does not exist."""
     request = Request(source_topic, destination_topic, partition, committed)
-    return translate_all(source, destination, [request], source_cluster_id).get(request)
+    return translate_all(source, destination, [request], source_cluster_id, header=header).get(
+        request
+    )
 
 
 __all__ = [

@@ -30,10 +30,15 @@ class Run:
 
     rows: list[RecordRow] = field(default_factory=list)
     size: int = ENVELOPE_OVERHEAD
+    # Whether any row has headers: only then can one be a copy (envelope.carries_provenance),
+    # so a run of records without headers is never searched.
+    has_headers: bool = False
 
     def add(self, row: RecordRow, size: int) -> None:
         self.rows.append(row)
         self.size += size
+        if row[5]:
+            self.has_headers = True
 
 
 def row_of(message: Message) -> tuple[RecordRow, int]:

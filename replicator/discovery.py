@@ -4,6 +4,9 @@ from its start nor skipped).
 
 A topic is taken in only once its destination exists with the source's partition count (the
 destination's partitions are the source's: stage 2 writes each record to its own partition).
+Every round checks the destination names of all the matching topics together: a topic that
+appears with the destination name of another (or of one of the flow's own topics) stops stage 1
+with DestinationCollisionError, exit 2, before anything of it is copied.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ class TopicDiscovery:
 
         ``running``: the topics with assigned partitions, whose recreation under the policy
         ``replicate`` ends the process (ReplicatorError) so that its restart starts clean.
+        Two topics with one destination name end it too (DestinationCollisionError).
         """
         # Serves the admin clients' error callbacks (runtime.clients.RoleAdminClient), which
         # queue until a poll: every few seconds, not only while a start-up call fails.

@@ -3,7 +3,8 @@
 Invariant 1 (one lane per source partition): `lane_of` is a pure function of the source topic,
 the partition and the staging partition count recorded when the staging topic was created.
 Invariant 3 (commit only what is acknowledged): `Lane.committable` only moves over a prefix of
-envelopes that are all acknowledged.
+envelopes that are all acknowledged, and over records not copied (loop prevention) only once
+everything before them is.
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ def lane_of(topic: str, partition: int, staging_partitions: int) -> int:
 
 @dataclass(slots=True)
 class InFlight:
+    # The last source offset this entry covers: an envelope's last record's, or that of a later
+    # record passed over after it (a copy already: loop prevention); an entry of passed-over
+    # records alone is born acknowledged (Lane.passed_over).
     last_offset: int
     produced_at: float
     acked: bool = False
@@ -42,12 +46,27 @@ class Lane:
     prev_offset: int | None = None
     in_flight: deque[InFlight] = field(default_factory=deque)
     stopped: str | None = None
+    passed_over_logged: bool = False
 
-    def sent(self, last_offset: int, now: float) -> InFlight:
-        flight = InFlight(last_offset, now)
+    def sent(self, last_record: int, covers: int, now: float) -> InFlight:
+        """An envelope whose last record is at ``last_record``, covering the source offsets up
+        to ``covers`` (records after ``last_record`` were not copied)."""
+        flight = InFlight(covers, now)
         self.in_flight.append(flight)
-        self.prev_offset = last_offset
+        # The chain names the last record emitted, never one left out: stage 2 accepts the next
+        # envelope only if its prev_offset is at most what it has accepted (invariant 4).
+        self.prev_offset = last_record
         return flight
+
+    def passed_over(self, covers: int, now: float) -> None:
+        """Records up to ``covers`` were read and none of them copied: they may be committed
+        once every envelope before them is acknowledged, never before (invariant 3)."""
+        if not self.in_flight:
+            self.committable = max(self.committable, covers + 1)
+        elif self.in_flight[-1].acked:
+            self.in_flight[-1].last_offset = covers
+        else:
+            self.in_flight.append(InFlight(covers, now, acked=True))
 
     def acknowledged(self, flight: InFlight) -> None:
         flight.acked = True

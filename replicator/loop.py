@@ -27,7 +27,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from envelope import RecordRow, encode_rows
+from envelope import RecordRow, carries_provenance, encode_rows
 from replicator.batching import Run, cut_runs, row_of
 from replicator.clients import consumer_config, producer_config, report_client_error
 from replicator.discovery import TopicDiscovery
@@ -164,11 +164,36 @@ class Replicator:
     def _ship(self, lane: Lane, run: Run) -> None:
         if lane.stopped or self._session_error is not None:
             return  # the session restart rewinds this lane to its commit point
-        self._send(lane, run.rows)
-        self.metrics.records.labels(lane.topic).inc(len(run.rows))
+        covers = run.rows[-1][0]
+        rows = (
+            [row for row in run.rows if not carries_provenance(row[5])]
+            if run.has_headers
+            else run.rows
+        )
+        if len(rows) < len(run.rows):
+            self._passed_over(lane, len(run.rows) - len(rows))
+        if not rows:
+            lane.passed_over(covers, time.monotonic())
+            return
+        self._send(lane, rows, covers)
+        self.metrics.records.labels(lane.topic).inc(len(rows))
         self.metrics.bytes.labels(lane.topic).inc(run.size)
 
-    def _send(self, lane: Lane, rows: list[RecordRow]) -> None:
+    def _passed_over(self, lane: Lane, count: int) -> None:
+        """Loop prevention (README, Topologies): a record that carries the provenance header
+        was written by a stage 2, so it is a copy already; copying it again would send it back
+        where it came from (active-active) or deliver it twice (a mesh). Counted and logged,
+        never silent (invariant 7)."""
+        self.metrics.copies_passed_over.labels(lane.topic).inc(count)
+        if not lane.passed_over_logged:
+            lane.passed_over_logged = True
+            log.info(
+                "records that are copies (exactly.origin header) are not copied again",
+                topic=lane.topic,
+                partition=lane.partition,
+            )
+
+    def _send(self, lane: Lane, rows: list[RecordRow], covers: int) -> None:
         data = encode_rows(
             self.source_cluster_id,
             lane.topic,
@@ -189,11 +214,11 @@ class Replicator:
                 return
             # The size estimate was short (many small headers): halve and send in order.
             half = len(rows) // 2
-            self._send(lane, rows[:half])
+            self._send(lane, rows[:half], rows[half - 1][0])
             if not lane.stopped:
-                self._send(lane, rows[half:])
+                self._send(lane, rows[half:], covers)
             return
-        flight = lane.sent(rows[-1][0], time.monotonic())
+        flight = lane.sent(rows[-1][0], covers, time.monotonic())
         session = self._session
 
         def delivered(error: KafkaError | None, _message: Message) -> None:

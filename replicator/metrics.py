@@ -21,6 +21,14 @@ class ReplicatorMetrics:
             ["topic"],
             registry=r,
         )
+        self.copies_passed_over = Counter(
+            "exactly_replicator_copies_passed_over",
+            "Source records not copied because they are copies already (they carry the "
+            "exactly.origin header a stage 2 adds): loop prevention in active-active and mesh "
+            "topologies.",
+            ["topic"],
+            registry=r,
+        )
         self.envelopes = Counter(
             "exactly_replicator_envelopes", "Envelopes produced to staging.", registry=r
         )

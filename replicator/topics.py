@@ -21,6 +21,7 @@ from replicator.errors import StagingMismatchError, TopicSetupError
 from replicator.flowrecords import FlowRecords
 from replicator.lanes import LANE_FUNCTION
 from runtime import Settings, get_logger, raise_if_refused
+from runtime.settings import destination_names
 from runtime.topics import cluster_metadata, ensure_topic, require_operations
 
 log = get_logger(__name__)
@@ -62,20 +63,13 @@ def topic_id_bytes(uuid: object) -> bytes:
 
 
 def describe_source_topics(admin: AdminClient, settings: Settings) -> dict[str, SourceTopic]:
-    """Every source topic that the settings replicate, with partitions, id and configs."""
+    """Every source topic that the settings replicate, with partitions, id and configs.
+
+    DestinationCollisionError when two of them (or one and a topic of the flow) would share a
+    destination: raised before anything of them is created, subscribed or copied.
+    """
     metadata = admin.list_topics(timeout=_TIMEOUT_S)
-    wanted = {}
-    for name in metadata.topics:
-        try:
-            destination = settings.destination_topic(name)
-        except ValueError as exc:
-            # REPLICATION_DESTINATION_TOPIC made an illegal name of this one: say it each round.
-            log.error(
-                "source topic not replicated: no valid destination name", topic=name, error=str(exc)
-            )
-            continue
-        if destination is not None:
-            wanted[name] = destination
+    wanted = destination_names(settings, sorted(metadata.topics), invalid=_not_replicated)
     if not wanted:
         return {}
     descriptions = admin.describe_topics(TopicCollection(sorted(wanted)))
@@ -106,6 +100,14 @@ def describe_source_topics(admin: AdminClient, settings: Settings) -> dict[str, 
             configs={k: entries[k].value for k in MIRRORED_CONFIGS if k in entries},
         )
     return found
+
+
+def _not_replicated(topic: str, error: ValueError) -> None:
+    # The rename or REPLICATION_DESTINATION_TOPIC made an illegal name of this one: say it
+    # each round.
+    log.error(
+        "source topic not replicated: no valid destination name", topic=topic, error=str(error)
+    )
 
 
 def ensure_destination(admin: AdminClient, topic: SourceTopic) -> None:

@@ -5,7 +5,8 @@ and 2 on a ``ConfigError`` (runtime/role.py); nothing else needs a list of fatal
 
 ExactlyError                        root: every package's errors derive from it
 ├── ConfigError                     runtime: an environment variable is missing, malformed, unknown
-│   └── IdentityTakenError          a live instance on this host already has our identity
+│   ├── IdentityTakenError          a live instance on this host already has our identity
+│   └── DestinationCollisionError   two replicated topics named alike, or like a flow topic
 ├── KafkaClientError                runtime: a confluent_kafka error, classified (kafka_errors)
 │   ├── RetriableKafkaError         transient: call again after a short backoff
 │   ├── AbortableKafkaError         abort the open transaction, rewind the consumer, begin again
@@ -73,6 +74,13 @@ class ConfigError(ExactlyError):
 class IdentityTakenError(ConfigError):
     """Another live instance on this host has this instance's flow, role and identity
     (runtime/identity.py): two would fence each other in turn."""
+
+
+class DestinationCollisionError(ConfigError):
+    """The naming settings give two replicated source topics one destination topic, or one a
+    name of the flow's own topics or starting with ``__`` (runtime/settings.py
+    ``destination_names``): stage 2 would mix their records. ``variable`` is the setting that
+    made the name; ``str()`` names the source topics and the destination."""
 
 
 class KafkaClientError(ExactlyError):

@@ -61,6 +61,18 @@ class FlowNames:
         return self._topic("checkpoints")
 
     @property
+    def topics(self) -> dict[str, str]:
+        """Every topic of the flow, by what it is (``staging``, ``meta``, ...): no replicated
+        topic may be copied to one of them."""
+        return {
+            "staging": self.staging,
+            "meta": self.meta,
+            "changelog": self.changelog,
+            "deadletter": self.deadletter,
+            "checkpoints": self.checkpoints,
+        }
+
+    @property
     def replicator_group(self) -> str:
         return self._client("replicator")
 

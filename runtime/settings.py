@@ -12,7 +12,7 @@ import difflib
 import functools
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -30,7 +30,7 @@ from pydantic import (
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from runtime.errors import ConfigError
+from runtime.errors import ConfigError, DestinationCollisionError
 from runtime.identity import host_identity
 from runtime.names import FlowNames
 from runtime.properties import (
@@ -47,6 +47,7 @@ from runtime.values import (
     check_topic_template,
     matches_any,
     parse_bootstrap_servers,
+    parse_pattern,
     parse_patterns,
 )
 
@@ -74,6 +75,7 @@ def _non_empty(value: object) -> object:
 Servers = Annotated[tuple[str, ...], _from_text(parse_bootstrap_servers)]
 TopicName = Annotated[str, AfterValidator(check_topic_name)]
 Patterns = Annotated[tuple[re.Pattern[str], ...], _from_text(parse_patterns)]
+Pattern = Annotated[re.Pattern[str], _from_text(parse_pattern)]
 LogLevel = Annotated[
     Literal["DEBUG", "INFO", "WARNING", "ERROR"], _from_text(lambda text: text.strip().upper())
 ]
@@ -135,11 +137,30 @@ class Settings(BaseSettings):
         description="Comma-separated regular expressions, full match: source topics never "
         "replicated; wins over the include list and over KAFKA_CLUSTERS_SOURCE_TOPIC.",
     )
+    rename_pattern: Pattern | None = Field(
+        None,
+        alias="REPLICATION_TOPICS_RENAME_PATTERN",
+        description="A regular expression, full match against the name of each source topic "
+        "the include list picks: a topic it matches is renamed by "
+        "REPLICATION_TOPICS_RENAME_REPLACEMENT, one it does not match keeps its name; then "
+        "REPLICATION_DESTINATION_TOPIC applies to the result. Set both or neither; not with "
+        "KAFKA_CLUSTERS_SOURCE_TOPIC.",
+    )
+    rename_replacement: Annotated[str, BeforeValidator(_non_empty)] | None = Field(
+        None,
+        alias="REPLICATION_TOPICS_RENAME_REPLACEMENT",
+        description="The new name of a topic REPLICATION_TOPICS_RENAME_PATTERN matches, "
+        "\\1 or \\g<name> standing for the pattern's groups (pattern (.*)\\.orders, "
+        "replacement \\1.sales: eu.orders -> eu.sales). Two replicated topics given one "
+        "destination name, or one given a name of the flow's own topics or starting with __, "
+        "stop stage 1.",
+    )
     topic_template: Annotated[str, AfterValidator(check_topic_template)] = Field(
         "{topic}",
         alias="REPLICATION_DESTINATION_TOPIC",
         description="Destination name of each topic picked by REPLICATION_TOPICS_INCLUDE: "
-        "{topic} is the source name (default: the same name; e.g. dr.{topic}).",
+        "{topic} is the source name, or its new name when REPLICATION_TOPICS_RENAME_PATTERN "
+        "renames it (default: the same name; e.g. dr.{topic}).",
     )
     flow: Annotated[str, AfterValidator(check_flow_name)] = Field(
         "default",
@@ -350,6 +371,56 @@ class Settings(BaseSettings):
         return self
 
     @model_validator(mode="after")
+    def _rename_is_whole(self) -> Settings:
+        pattern, replacement, source_topic, destination_topic = (
+            variable_name(path)
+            for path in (
+                ("rename_pattern",),
+                ("rename_replacement",),
+                ("source", "topic"),
+                ("destination", "topic"),
+            )
+        )
+        if self.rename_pattern is None:
+            if self.rename_replacement is not None:
+                raise ConfigError(
+                    replacement,
+                    f"is set but {pattern} is not: the two make the rename together",
+                    self.rename_replacement,
+                )
+            return self
+        if self.rename_replacement is None:
+            raise ConfigError(
+                pattern,
+                f"is set but {replacement} is not: the two make the rename together",
+                self.rename_pattern.pattern,
+            )
+        if self.source.topic is not None:
+            raise ConfigError(
+                pattern,
+                f"cannot be combined with {source_topic}: the one topic's destination name is "
+                f"{destination_topic}",
+                self.rename_pattern.pattern,
+            )
+        try:
+            # Parses the replacement against the pattern's groups, even without a match.
+            self.rename_pattern.sub(self.rename_replacement, "")
+        except IndexError as exc:  # \g<name> of a group the pattern does not have
+            raise ConfigError(
+                replacement,
+                f"refers to a group that {pattern} does not have: {exc}",
+                self.rename_replacement,
+            ) from None
+        except re.error as exc:
+            what = (
+                f"refers to a group that {pattern} does not have"
+                if "invalid group reference" in str(exc) or "unknown group name" in str(exc)
+                else "is not a valid replacement"
+            )
+            raise ConfigError(replacement, f"{what}: {exc}", self.rename_replacement) from None
+        return self
+
+    @model_validator(mode="after")
     def _room_for_workers(self) -> Settings:
         # Each worker is named <identity>-<n>: checked here, where the user's variable can be
         # named, rather than in a child that would reject a name the user never wrote.
@@ -368,8 +439,10 @@ class Settings(BaseSettings):
         """The destination name of ``source_topic``, or None when it is not replicated.
 
         The exclude list wins; then the seed's one topic (renamed by
-        KAFKA_CLUSTERS_DESTINATION_TOPIC) or the include list (named by
-        REPLICATION_DESTINATION_TOPIC, the same name by default).
+        KAFKA_CLUSTERS_DESTINATION_TOPIC) or the include list (renamed by
+        REPLICATION_TOPICS_RENAME_PATTERN when it matches, then named by
+        REPLICATION_DESTINATION_TOPIC; the same name by default). ValueError when that makes
+        no valid topic name. Whether two topics' names collide: ``destination_names``.
         """
         if matches_any(self.topics_exclude, source_topic):
             return None
@@ -379,9 +452,26 @@ class Settings(BaseSettings):
             return self.destination.topic or source_topic
         if source_topic.startswith("__") or not matches_any(self.topics_include, source_topic):
             return None
-        destination = self.topic_template.replace(TOPIC_PLACEHOLDER, source_topic)
+        renamed = self._renamed(source_topic)
+        destination = self.topic_template.replace(TOPIC_PLACEHOLDER, renamed)
         # A long source name can make the templated one too long: say so, never truncate.
         return check_topic_name(destination)
+
+    def _renamed(self, source_topic: str) -> str:
+        """``source_topic`` renamed by REPLICATION_TOPICS_RENAME_PATTERN, or as it is."""
+        if self.rename_pattern is None or self.rename_replacement is None:
+            return source_topic
+        match = self.rename_pattern.fullmatch(source_topic)
+        if match is None:
+            return source_topic
+        renamed = match.expand(self.rename_replacement)
+        try:
+            return check_topic_name(renamed)
+        except ValueError as exc:
+            raise ValueError(
+                f"{variable_name(('rename_pattern',))} renames {source_topic} to an invalid "
+                f"name: {exc}"
+            ) from None
 
     @property
     def identity(self) -> str:
@@ -398,6 +488,78 @@ class Settings(BaseSettings):
         return matches_any(self.groups_include, group_id) and not matches_any(
             self.groups_exclude, group_id
         )
+
+
+def destination_names(
+    settings: Settings,
+    source_topics: Iterable[str],
+    *,
+    invalid: Callable[[str, ValueError], None] | None = None,
+) -> dict[str, str]:
+    """The destination name of each of ``source_topics`` the settings replicate, by source
+    name, in the order given.
+
+    DestinationCollisionError (one line naming the source topics and the destination) when two
+    of them get one destination name, or one gets a name of the flow's own topics
+    (runtime/names.py) or one starting with __ (Kafka's internal topics): stage 2 would mix
+    records of two topics in one, or write into what is not a copy. A name that is not a valid
+    topic name raises ValueError, or goes to ``invalid`` (the topic left out) when given.
+    """
+    names: dict[str, str] = {}
+    for topic in dict.fromkeys(source_topics):
+        try:
+            destination = settings.destination_topic(topic)
+        except ValueError as exc:
+            if invalid is None:
+                raise
+            invalid(topic, exc)
+            continue
+        if destination is not None:
+            names[topic] = destination
+    _check_collisions(settings, names)
+    return names
+
+
+def _check_collisions(settings: Settings, names: Mapping[str, str]) -> None:
+    own = {name: what for what, name in settings.names.topics.items()}
+    copied_from: dict[str, str] = {}
+    for source, destination in names.items():
+        if destination in own:
+            raise DestinationCollisionError(
+                _naming_variable(settings, [source], own[destination]),
+                f"source topic {source} would be copied to {destination}, the flow's own "
+                f"{own[destination]} topic: give it another destination name",
+            )
+        if destination.startswith("__"):
+            raise DestinationCollisionError(
+                _naming_variable(settings, [source]),
+                f"source topic {source} would be copied to {destination}: names starting with "
+                "__ are Kafka's internal topics and the flows'",
+            )
+        other = copied_from.setdefault(destination, source)
+        if other != source:
+            first, second = sorted((other, source))
+            raise DestinationCollisionError(
+                _naming_variable(settings, [first, second]),
+                f"source topics {first} and {second} would both be copied to {destination}: "
+                "one destination topic per source topic (rename them apart, or leave one out "
+                f"with {variable_name(('topics_exclude',))})",
+            )
+
+
+def _naming_variable(settings: Settings, sources: list[str], flow_topic: str = "") -> str:
+    """The variable that gave ``sources`` their destination name (``flow_topic``: the flow's
+    topic it collides with)."""
+    if settings.source.topic is not None:
+        return variable_name(("destination", "topic"))
+    pattern = settings.rename_pattern
+    if pattern is not None and any(pattern.fullmatch(source) for source in sources):
+        return variable_name(("rename_pattern",))
+    if settings.topic_template != TOPIC_PLACEHOLDER:
+        return variable_name(("topic_template",))
+    if flow_topic in ("staging", "meta") and settings.staging_topic is not None:
+        return variable_name(("staging_topic",))
+    return variable_name(("topics_include",))
 
 
 def role_environment(settings: Mapping[str, str]) -> dict[str, str]:

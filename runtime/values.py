@@ -95,6 +95,16 @@ def parse_patterns(text: str) -> tuple[re.Pattern[str], ...]:
     return tuple(patterns)
 
 
+def parse_pattern(text: str) -> re.Pattern[str]:
+    """One regular expression, the whole text (commas included)."""
+    if not text:
+        raise ValueError("is empty (expected a regular expression)")
+    try:
+        return re.compile(text)
+    except re.error as exc:
+        raise ValueError(f"is not a valid regular expression: {exc}") from None
+
+
 def matches_any(patterns: tuple[re.Pattern[str], ...], name: str) -> bool:
     """Full match, as documented: ``orders`` does not match ``orders-eu``."""
     return any(pattern.fullmatch(name) for pattern in patterns)

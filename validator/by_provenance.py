@@ -1,5 +1,9 @@
 """Pairing by provenance (validator/compare.py): the exactly.origin header names the source
-partition and offset of each copy, so a pair is exact and identical records are told apart."""
+partition and offset of each copy, so a pair is exact and identical records are told apart.
+
+A destination record without the header is ``unexpected``, or with ``two_way`` (the destination
+topic also takes records produced on its own cluster) ``local``; one whose header names another
+cluster is that flow's (``other_origin``)."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from validator.findings import (
     EVENT_COLUMNS,
     PAIRED_COLUMNS,
     by_destination_partition,
+    copied_loop,
     field_findings,
     finding,
     no_such_origin,
@@ -17,16 +22,22 @@ from validator.findings import (
     present,
     unpaired_source,
 )
-from validator.kinds import DESTINATION_RECORD, SOURCE_RECORD
+from validator.kinds import DESTINATION_RECORD, LOCAL, LOOPED, SOURCE_RECORD
 
 
 def by_provenance(
-    source: DataFrame, destination: DataFrame, ranges: DataFrame, cluster_id: str
+    source: DataFrame,
+    destination: DataFrame,
+    ranges: DataFrame,
+    cluster_id: str,
+    *,
+    two_way: bool = False,
 ) -> DataFrame:
-    destination = _with_previous_origin(destination)
     ours = F.col("origin_offset").isNotNull() & (F.col("origin_cluster") == F.lit(cluster_id))
-    foreign = _foreign(destination.filter(~ours))
-    copies = _numbered_copies(destination.filter(ours))
+    foreign = _foreign(destination.filter(~ours), two_way)
+    # The order is checked among this flow's copies only: a local record (active-active) or
+    # another flow's copy between two of them says nothing about their order.
+    copies = _numbered_copies(_with_previous_origin(destination.filter(ours)))
     joined = _paired(source, copies, ranges)
     has_s, has_d = F.col("s_offset").isNotNull(), F.col("d_offset").isNotNull()
     first = F.coalesce(F.col("copy"), F.lit(1)) == 1
@@ -56,21 +67,32 @@ def _with_previous_origin(destination: DataFrame) -> DataFrame:
     ).withColumn("prev_origin_offset", F.lag("origin_offset").over(in_partition))
 
 
-def _foreign(records: DataFrame) -> DataFrame:
+def _foreign(records: DataFrame, two_way: bool) -> DataFrame:
     """Destination records without our header, or with another cluster's."""
+    # Produced on the destination cluster itself: expected only in an active-active pair.
+    headerless = (
+        finding(LOCAL) if two_way else finding("unexpected", F.lit("no exactly.origin header"))
+    )
+    found = (
+        F.when(F.col("origin_offset").isNotNull(), finding("other_origin", _from_cluster()))
+        .when(
+            F.col("carries_origin"),
+            finding("unexpected", F.lit("exactly.origin not of the form <cluster>/<p>/<offset>")),
+        )
+        .otherwise(headerless)
+    )
     return records.select(
         "topic",
         F.col("d_partition").alias("partition"),
         F.lit(None).cast("long").alias("s_offset"),
         "d_partition",
         "d_offset",
-        F.when(F.col("origin_offset").isNull(), F.lit("unexpected"))
-        .otherwise(F.lit("other_origin"))
-        .alias("kind"),
-        F.when(F.col("origin_offset").isNull(), F.lit("no exactly.origin header"))
-        .otherwise(F.concat(F.lit("from cluster "), F.col("origin_cluster")))
-        .alias("detail"),
-    )
+        found.alias("finding"),
+    ).select(*EVENT_COLUMNS[:5], "finding.kind", "finding.detail")
+
+
+def _from_cluster() -> Column:
+    return F.concat(F.lit("from cluster "), F.col("origin_cluster"))
 
 
 def _numbered_copies(ours: DataFrame) -> DataFrame:
@@ -128,8 +150,11 @@ def _paired(source: DataFrame, copies: DataFrame, ranges: DataFrame) -> DataFram
 
 def _findings(has_s: Column, has_d: Column, first: Column) -> Column:
     """What is wrong with a pair, as an array of findings (nulls where a check passed)."""
+    looped = F.col("s_looped")
     return (
-        F.when(
+        # Every copy of a copy, the first one too: stage 1 must never have taken its source.
+        F.when(has_s & has_d & looped, F.array(finding("loop_copied", copied_loop())))
+        .when(
             has_s & has_d & ~first,
             F.array(
                 finding(
@@ -164,6 +189,7 @@ def _findings(has_s: Column, has_d: Column, first: Column) -> Column:
                 ),
             ),
         )
+        .when(has_s & looped, F.array(finding(LOOPED)))
         .when(has_s, F.array(unpaired_source("reach_max", "reach_min")))
         .otherwise(
             F.array(

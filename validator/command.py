@@ -76,7 +76,8 @@ class _Timestamp(click.ParamType):  # type: ignore[type-arg]
     default="auto",
     show_default=True,
     help="Pair records by the exactly.origin header, by content and position, or (auto) by the "
-    "header when the first record of every destination partition of a topic carries it.",
+    "header when the first record of every destination partition of a topic carries it (with "
+    "--two-way: always the header).",
 )
 @click.option(
     "--since",
@@ -94,6 +95,18 @@ class _Timestamp(click.ParamType):  # type: ignore[type-arg]
     is_flag=True,
     help="Records still in flight (not yet replicated) make the result a discrepancy; use it "
     "once traffic has stopped.",
+)
+@click.option(
+    "--two-way",
+    is_flag=True,
+    help="The destination topics also receive records produced on the destination cluster "
+    "itself (active-active: a flow each way between two clusters). Destination records "
+    "without the exactly.origin header then count as local instead of unexpected. Whatever "
+    "this option, source records that carry the header are copies made by another flow (here "
+    "the reverse one), which stage 1 never copies again: they count as looped, and a copy of "
+    "one fails the audit (loop_copied). Needs the provenance header, which loop prevention "
+    "relies on: pairs by it, and exits 2 with --match content. Audit a pair once per "
+    "direction, each with that flow's environment (its clusters, properties and topic names).",
 )
 @click.option(
     "--report",
@@ -130,6 +143,7 @@ def validate(
     since: int | None,
     until: int | None,
     require_complete: bool,
+    two_way: bool,
     report: Path,
     chart: Path,
     master: str | None,
@@ -152,6 +166,7 @@ def validate(
             match,
             (since, until),
             require_complete,
+            two_way,
             report,
             chart,
             master,
@@ -183,6 +198,7 @@ def _run(
     match: str,
     times: tuple[int | None, int | None],
     require_complete: bool,
+    two_way: bool,
     report_path: Path,
     chart_path: Path,
     master: str | None,
@@ -222,6 +238,7 @@ def _run(
         match=match,
         times=TimeRange(*times),
         require_complete=require_complete,
+        two_way=two_way,
         master=master,
         examples=examples,
     )

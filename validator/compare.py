@@ -14,9 +14,15 @@ Two ways to pair a destination record with its source record:
   both records unpaired; they are then paired by their three unchanged fields, so a change is
   reported as a change at both offsets, not as one record lost and another invented, and a
   shifted tail (after a duplicate or a loss) does not turn every later record into a mismatch.
+
+Either way a source record that carries the exactly.origin header is a copy itself, which stage 1
+never copies again (active-active loop prevention): it is ``looped`` when it has no copy and
+``loop_copied``, a discrepancy, when it has one.
 """
 
 from __future__ import annotations
+
+from functools import partial
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
@@ -24,22 +30,31 @@ from pyspark.sql import functions as F
 
 from validator.by_content import by_content
 from validator.by_provenance import by_provenance
-from validator.findings import union_all
-from validator.kinds import CONTENT, PROVENANCE
+from validator.findings import EVENT_COLUMNS, union_all
+from validator.kinds import CONTENT, MATCHED, PROVENANCE
 from validator.read import DESTINATION, SOURCE
 from validator.snapshot import Snapshot
 
 
 def find_events(
-    spark: SparkSession, both: DataFrame, snapshot: Snapshot, modes: dict[str, str]
+    spark: SparkSession,
+    both: DataFrame,
+    snapshot: Snapshot,
+    modes: dict[str, str],
+    *,
+    two_way: bool = False,
 ) -> DataFrame:
-    """The findings of every pair; ``modes`` maps each source topic to PROVENANCE or CONTENT."""
+    """The findings of every pair; ``modes`` maps each source topic to PROVENANCE or CONTENT.
+
+    ``two_way``: destination records without the header were produced on the destination
+    cluster (``local``), not invented; only the provenance plan can tell them apart."""
     ranges = _ranges_frame(spark, snapshot)
     source = both.filter(F.col("side") == SOURCE).select(
         "topic",
         "partition",
         F.col("offset").alias("s_offset"),
         *[F.col(c).alias(f"s_{c}") for c in ("kh", "vh", "hh", "ts", "h")],
+        F.col("carries_origin").alias("s_looped"),
     )
     destination = both.filter(F.col("side") == DESTINATION).select(
         "topic",
@@ -53,13 +68,26 @@ def find_events(
         "origin_cluster",
         "origin_partition",
         "origin_offset",
+        "carries_origin",
     )
     # Several branches of the plan read the destination (pairs, how far replication reached,
     # records without our header): cached, Kafka is read once. The source feeds one branch.
     destination = destination.persist(StorageLevel.MEMORY_AND_DISK)
+    destination_compacted = [p.source_topic for p in snapshot.pairs if p.destination_compacted]
+    source_compacted_by_content = [
+        p.source_topic
+        for p in snapshot.pairs
+        if p.source_compacted and modes[p.source_topic] == CONTENT
+    ]
+    if destination_compacted:
+        # Read again by _compaction: cached rather than read from Kafka twice.
+        source = source.persist(StorageLevel.MEMORY_AND_DISK)
     frames = []
-    for mode, finder in ((PROVENANCE, by_provenance), (CONTENT, by_content)):
+    finders = ((PROVENANCE, partial(by_provenance, two_way=two_way)), (CONTENT, by_content))
+    for mode, finder in finders:
         topics = [topic for topic, m in modes.items() if m == mode]
+        if mode == CONTENT and topics and two_way:
+            raise ValueError("a two-way audit pairs by provenance only")  # run_audit refuses it
         if topics:
             frames.append(
                 finder(
@@ -69,7 +97,83 @@ def find_events(
                     snapshot.source.cluster_id,
                 )
             )
-    return union_all(frames)
+    return _compaction(
+        union_all(frames),
+        source,
+        destination,
+        destination_compacted=destination_compacted,
+        source_compacted_by_content=source_compacted_by_content,
+    )
+
+
+def _compaction(
+    events: DataFrame,
+    source: DataFrame,
+    destination: DataFrame,
+    *,
+    destination_compacted: list[str],
+    source_compacted_by_content: list[str],
+) -> DataFrame:
+    """What a log cleaner removed is ``compacted``, in both match modes, never a discrepancy:
+
+    - a source record ``missing`` from a compacted destination topic whose key has a later
+      record copied there: the destination's cleaner removed it (the later one replaced it);
+    - by content, a destination record ``unexpected`` in a topic whose source is compacted, whose
+      key has a later copied record: the source's cleaner removed its original. (By provenance
+      the header names the offset the source no longer holds: by_provenance says so itself.)
+      Without the header such a record cannot be told from an invented one with the same key.
+
+    Only for those topics: the lookups read their records a second time (cached), and a
+    compacted topic's records all have keys (Kafka refuses a keyless record in one)."""
+    matched = F.col("kind") == MATCHED
+    # The side whose later copied record of the key replaced the one the cleaner removed.
+    side_name = {"destination": "source", "source": "destination"}
+    for topics, side, kind, offset, partition, key, cleaned in (
+        (destination_compacted, source, "missing", "s_offset", "partition", "s_kh", "destination"),
+        (
+            source_compacted_by_content,
+            destination,
+            "unexpected",
+            "d_offset",
+            "d_partition",
+            "kh",
+            "source",
+        ),
+    ):
+        if not topics:
+            continue
+        in_scope = F.col("topic").isin(topics)
+        keys = side.filter(in_scope).select("topic", partition, offset, key)
+        latest = (
+            events.filter(in_scope & matched)
+            .select("topic", partition, offset)
+            .join(keys, ["topic", partition, offset])
+            .groupBy("topic", partition, key)
+            .agg(F.max(offset).alias("latest_copied"))
+        )
+        judged = in_scope & (F.col("kind") == kind)
+        replaced = F.col("latest_copied") > F.col(offset)
+        reclassified = (
+            events.filter(judged)
+            .join(keys, ["topic", partition, offset], "left")
+            .join(latest, ["topic", partition, key], "left")
+            .select(
+                *EVENT_COLUMNS[:5],
+                F.when(replaced, F.lit("compacted")).otherwise(F.col("kind")).alias("kind"),
+                F.when(
+                    replaced,
+                    F.concat(
+                        F.lit(f"compacted away on the {cleaned}: {side_name[cleaned]} offset "),
+                        F.col("latest_copied"),
+                        F.lit(" of its key was copied"),
+                    ),
+                )
+                .otherwise(F.col("detail"))
+                .alias("detail"),
+            )
+        )
+        events = events.filter(~judged).unionByName(reclassified)
+    return events
 
 
 def _ranges_frame(spark: SparkSession, snapshot: Snapshot) -> DataFrame:

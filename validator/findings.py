@@ -14,7 +14,7 @@ from validator.kinds import DESTINATION_RECORD, IN_FLIGHT, MATCHED
 FIELDS = {"key": "kh", "value": "vh", "headers": "hh", "timestamp": "ts"}
 # What a full outer join of the two sides keeps of each: coordinates and field hashes.
 PAIRED_COLUMNS = (
-    *(f"s.s_{c}" for c in ("offset", "kh", "vh", "hh", "ts")),
+    *(f"s.s_{c}" for c in ("offset", "kh", "vh", "hh", "ts", "looped")),
     *(f"d.{c}" for c in ("d_partition", "d_offset", "kh", "vh", "hh", "ts")),
 )
 EVENT_COLUMNS = ("topic", "partition", "s_offset", "d_partition", "d_offset", "kind", "detail")
@@ -65,6 +65,10 @@ def unpaired_source(reach_max: str, reach_min: str) -> Column:
         )
         .otherwise(finding("missing"))
     )
+
+
+def copied_loop() -> Column:
+    return F.lit("the source record carries exactly.origin: a copy, copied again (a loop)")
 
 
 def no_such_origin() -> Column:

@@ -31,8 +31,10 @@ def read_both_sides(
 ) -> DataFrame:
     """One DataFrame: ``side`` (source|destination), ``topic`` (the SOURCE topic name on both
     sides, so that rows of a pair meet), ``partition``, ``offset``, ``kh``, ``vh``, ``hh``,
-    ``ts`` (milliseconds), ``h`` (all four), and on the destination ``origin_cluster``,
-    ``origin_partition``, ``origin_offset`` (null without a provenance header).
+    ``ts`` (milliseconds), ``h`` (all four), ``carries_origin`` (a provenance header with a
+    value, well-formed or not: on the source, a copy that stage 1 does not copy again), and on
+    the destination ``origin_cluster``, ``origin_partition``, ``origin_offset`` (null without a
+    well-formed provenance header).
 
     ``source`` and ``destination`` are each cluster's ``kafka.`` options (java_client.py)."""
     source_ranges = {pair.source_topic: pair.source for pair in snapshot.pairs}
@@ -116,7 +118,14 @@ def _hashed(raw: DataFrame, side: str, topic: Column, *, with_origin: bool) -> D
         hh.alias("hh"),
         ts.alias("ts"),
     ]
-    origin = F.get(F.filter("headers", lambda h: h["key"] == HEADER_PROVENANCE), 0)["value"]
+    origins = F.filter(
+        "headers", lambda h: (h["key"] == HEADER_PROVENANCE) & h["value"].isNotNull()
+    )
+    # Spark gives a record without headers a null list, not an empty one.
+    columns.append(F.coalesce(F.size(origins) > 0, F.lit(False)).alias("carries_origin"))
+    # Stage 2 appends its header after the record's own: on a copy of a copy (a loop) the last
+    # one names this flow's source record, the first an earlier hop's.
+    origin = F.get(origins, F.size(origins) - 1)["value"]
     text = origin.cast("string") if with_origin else F.lit(None).cast("string")
     # envelope.provenance's `<cluster id>/<partition>/<offset>`; anything else counts as no header.
     well_formed = text.rlike(_PROVENANCE_PATTERN)

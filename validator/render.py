@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from validator.kinds import DISCREPANCY_KINDS
+from validator.kinds import DISCREPANCY_KINDS, LOCAL, LOOPED, NOT_COPIED_KINDS
 
 # Past about a screenful a table is scrolled, not read; partitions with discrepancies are shown
 # whatever their number, clean ones fill the rest.
@@ -25,7 +25,7 @@ _MAX_TERMINAL_EXAMPLES = 10  # per kind
 _MAX_HTML_EXAMPLES = 100  # per kind: bounds the file when a report carries long example lists
 
 # Okabe-Ito colours (distinguishable with the common colour-vision deficiencies), then brown
-# and grey for the last two kinds.
+# and grey, then Okabe-Ito's black for a copied loop.
 _KIND_COLOURS: dict[str, str] = dict(
     zip(
         DISCREPANCY_KINDS,
@@ -39,6 +39,7 @@ _KIND_COLOURS: dict[str, str] = dict(
             "#f0e442",
             "#8c564b",
             "#777777",
+            "#000000",
         ),
         strict=True,
     )
@@ -117,7 +118,15 @@ def _partition_table(
         table.add_column("destination topic")
     table.add_column("partition", justify="right")
     table.add_column("match")
-    counters = ["source_records", "destination_records", "matched", *kinds, "in_flight"]
+    counters = [
+        "source_records",
+        "destination_records",
+        "matched",
+        *kinds,
+        "in_flight",
+        # Active-active: shown only when some partition has them, like the discrepancies.
+        *(kind for kind in NOT_COPIED_KINDS if any(_count(p, kind) for p in _partitions(report))),
+    ]
     for counter in counters:
         table.add_column(_column_title(counter), justify="right")
     table.add_column("outside range", justify="right")
@@ -205,6 +214,12 @@ def _verdict(report: Mapping[str, Any]) -> tuple[str, bool]:
     in_flight = _total(report, "in_flight")
     if in_flight:
         text += f" ({in_flight:,} records still in flight, not checked)"
+    looped = _total(report, LOOPED)
+    if looped:
+        text += f" ({looped:,} looped: source records that are copies, not copied again)"
+    local = _total(report, LOCAL)
+    if local:
+        text += f" ({local:,} local: produced on the destination cluster)"
     outside = _outside_total(_totals(report).get("outside_range"))
     if outside:
         text += f" ({outside:,} outside the checked range)"
@@ -218,6 +233,7 @@ def _run_line(report: Mapping[str, Any]) -> str:
         f"audit {report.get('started_at', '?')} → {report.get('finished_at', '?')}"
         f"{took}, spark {report.get('master', '?')}"
         f"{', require_complete' if report.get('require_complete') else ''}"
+        f"{', two-way' if report.get('two_way') else ''}"
     )
 
 
@@ -486,9 +502,14 @@ def _examples_html(report: Mapping[str, Any]) -> str:
 def _row_label(partition: Mapping[str, Any], label_px: int, baseline: int) -> str:
     name = _partition_name(partition)
     shown = name if len(name) <= _LABEL_CHARS else name[: _LABEL_CHARS - 1] + "…"
+    not_copied = "".join(
+        f", {_count(partition, kind):,} {kind}"
+        for kind in NOT_COPIED_KINDS
+        if _count(partition, kind)
+    )
     hover = (
         f"{name}: {_count(partition, 'matched'):,} matched, "
-        f"{_count(partition, 'in_flight'):,} in flight, "
+        f"{_count(partition, 'in_flight'):,} in flight{not_copied}, "
         f"{_outside_total(partition.get('outside_range')):,} outside the checked range"
     )
     css = "" if _is_clean(partition) else ' class="bad"'

@@ -2,7 +2,9 @@
 
 The verdict is "clean" only when no partition has a discrepancy (and, with
 ``require_complete``, nothing is still in flight); records outside the checked range are
-counted and shown but are not discrepancies (DESIGN.md §6).
+counted and shown but are not discrepancies (DESIGN.md §6), and so are the records no copy is
+expected of in an active-active pair: looped (source records that are copies themselves) and
+local (with ``two_way``, destination records produced on the destination cluster).
 """
 
 from __future__ import annotations
@@ -14,7 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from validator.errors import EXIT_CLEAN, EXIT_DISCREPANCY
-from validator.kinds import DISCREPANCY_KINDS, IN_FLIGHT, MATCHED, OUTSIDE_KINDS
+from validator.kinds import (
+    DISCREPANCY_KINDS,
+    IN_FLIGHT,
+    MATCHED,
+    NOT_COPIED_KINDS,
+    OUTSIDE_KINDS,
+)
 from validator.snapshot import OffsetRange, Snapshot, TimeRange
 
 Counts = Mapping[tuple[str, int, str], int]  # (source topic, partition, kind) -> records
@@ -33,6 +41,7 @@ def build_report(
     require_complete: bool,
     times: TimeRange,
     log_starts_moved: list[str],
+    two_way: bool,
 ) -> dict[str, Any]:
     """``records`` maps (side, source topic, partition) to the records read on that side."""
     partitions = []
@@ -51,7 +60,8 @@ def build_report(
             }
             for kind in DISCREPANCY_KINDS:
                 row[kind] = findings.get((pair.source_topic, p, kind), 0)
-            row[IN_FLIGHT] = findings.get((pair.source_topic, p, IN_FLIGHT), 0)
+            for kind in (IN_FLIGHT, *NOT_COPIED_KINDS):
+                row[kind] = findings.get((pair.source_topic, p, kind), 0)
             row["outside_range"] = {
                 kind: findings.get((pair.source_topic, p, kind), 0) for kind in OUTSIDE_KINDS
             }
@@ -69,6 +79,8 @@ def build_report(
         "source": _cluster(snapshot.source),
         "destination": _cluster(snapshot.destination),
         "require_complete": require_complete,
+        # Destination records without exactly.origin were local, not unexpected (active-active).
+        "two_way": two_way,
         # Milliseconds since the epoch; null: from the earliest offset / to the snapshot.
         "since_ms": times.since,
         "until_ms": times.until,
@@ -125,7 +137,14 @@ def _clean(row: Mapping[str, Any], require_complete: bool) -> bool:
 
 
 def _totals(partitions: list[dict[str, Any]]) -> dict[str, int]:
-    keys = ("source_records", "destination_records", MATCHED, *DISCREPANCY_KINDS, IN_FLIGHT)
+    keys = (
+        "source_records",
+        "destination_records",
+        MATCHED,
+        *DISCREPANCY_KINDS,
+        IN_FLIGHT,
+        *NOT_COPIED_KINDS,
+    )
     totals = {key: sum(row[key] for row in partitions) for key in keys}
     totals["outside_range"] = sum(sum(row["outside_range"].values()) for row in partitions)
     return totals

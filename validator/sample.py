@@ -3,7 +3,8 @@
 `--match auto` pairs a topic by the header when its records carry it. Looking at the first
 record in range of every destination partition (a few hundred records at most, read here on
 the driver) spares the audit a pass over the whole destination; a record without the header
-further on is not guessed at but reported (unexpected, "no exactly.origin header").
+further on is not guessed at but reported (unexpected, "no exactly.origin header"; with
+--two-way it is a local record, and the header is always used).
 """
 
 from __future__ import annotations

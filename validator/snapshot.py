@@ -22,8 +22,8 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from runtime import kafka_error_of
-from runtime.settings import ClusterSettings, Settings
+from runtime import ConfigError, kafka_error_of
+from runtime.settings import ClusterSettings, Settings, destination_names
 from validator.errors import InputError
 
 _TIMEOUT_S = 10.0
@@ -52,6 +52,9 @@ class TopicPair:
     # A compacted source topic has offsets without records: a destination record from such an
     # offset was compacted away on the source, not invented.
     source_compacted: bool
+    # A compacted destination topic loses records too: one whose key has a later record copied
+    # there was removed by the destination's cleaner, not lost by the pipeline.
+    destination_compacted: bool = False
 
     @property
     def partitions(self) -> tuple[int, ...]:
@@ -115,14 +118,23 @@ def take_snapshot(
     # Destination first: see the module's docstring.
     destination_ranges = _ranges(destination_admin, destination_partitions, "destination", times)
     source_ranges = _ranges(source_admin, source_partitions, "source", times)
-    compacted = _compacted(source_admin, [s for s, _ in pairs])
+    compacted = _compacted(source_admin, [s for s, _ in pairs], "source")
+    destination_compacted = _compacted(destination_admin, [d for _, d in pairs], "destination")
     snapshot = Snapshot(
         source=ClusterInfo(_servers(settings.source), source_metadata.cluster_id or ""),
         destination=ClusterInfo(
             _servers(settings.destination), destination_metadata.cluster_id or ""
         ),
         pairs=tuple(
-            TopicPair(s, d, source_ranges[s], destination_ranges[d], compacted[s]) for s, d in pairs
+            TopicPair(
+                s,
+                d,
+                source_ranges[s],
+                destination_ranges[d],
+                compacted[s],
+                destination_compacted[d],
+            )
+            for s, d in pairs
         ),
     )
     if not any(
@@ -208,29 +220,23 @@ def _pick_topics(
                 f"unknown topic {topic} on the source cluster at {_servers(settings.source)}"
             )
     candidates = asked or tuple(sorted(existing))
-    picked = []
-    for topic in candidates:
-        destination = settings.destination_topic(topic)
-        if destination is None:
-            if asked:
-                raise InputError(
-                    f"topic {topic} is not replicated by this flow's settings "
-                    "(REPLICATION_TOPICS_EXCLUDE or the include list leaves it out)"
-                )
-            continue
-        picked.append((topic, destination))
-    if not picked:
+    try:
+        # The check stage 1 makes: one source per destination topic, none of the flow's own.
+        names = destination_names(settings, candidates)
+    except ConfigError as exc:
+        raise InputError(str(exc)) from None
+    for topic in asked:
+        if topic not in names:
+            raise InputError(
+                f"topic {topic} is not replicated by this flow's settings "
+                "(REPLICATION_TOPICS_EXCLUDE or the include list leaves it out)"
+            )
+    if not names:
         raise InputError(
             "no topic to check: no source topic matches REPLICATION_TOPICS_INCLUDE "
             "(or set KAFKA_CLUSTERS_SOURCE_TOPIC, or pass --topic)"
         )
-    destinations = [d for _, d in picked]
-    if len(set(destinations)) != len(destinations):
-        raise InputError(
-            "two source topics have the same destination name: the audit needs one source per "
-            "destination topic (check REPLICATION_DESTINATION_TOPIC)"
-        )
-    return picked
+    return list(names.items())
 
 
 def _ranges(
@@ -287,7 +293,7 @@ def _list_offsets(
     return offsets
 
 
-def _compacted(admin: AdminClient, topics: list[str]) -> dict[str, bool]:
+def _compacted(admin: AdminClient, topics: list[str], side: str) -> dict[str, bool]:
     resources = [ConfigResource(ResourceType.TOPIC, topic) for topic in topics]
     compacted = {}
     for resource, future in admin.describe_configs(resources, request_timeout=_TIMEOUT_S).items():
@@ -295,7 +301,7 @@ def _compacted(admin: AdminClient, topics: list[str]) -> dict[str, bool]:
             policy = future.result()["cleanup.policy"].value or ""
         except KafkaException as exc:
             raise InputError(
-                f"cannot read the configuration of topic {resource.name} on the source cluster: "
+                f"cannot read the configuration of topic {resource.name} on the {side} cluster: "
                 f"{kafka_error_of(exc).str()}"
             ) from None
         compacted[resource.name] = "compact" in policy

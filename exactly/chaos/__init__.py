@@ -8,10 +8,10 @@ One job per module:
     network.py    toxiproxy: a proxy per role instance and cluster, the network faults
     livegroup.py  a consumer group consuming and committing on the source through the run
     run.py        the timeline: clusters, traffic, roles, the fault window, drain, verdicts
-    audit.py      the second verdict: `exactly validate --require-complete` as a subprocess
     report.py     chaos-report.json: the fault timeline, counts over time, restarts, verdicts
     html.py       the same report as one self-contained page
 
-The traffic, the record-by-record verdict and the consumer-group failovers are the demo's
-(exactly/demo/), so both commands prove the same thing the same way.
+The traffic, the record-by-record verdict, the consumer-group failovers and the second verdict
+(`exactly validate --require-complete`, exactly/demo/audit.py) are the demo's (exactly/demo/),
+so both commands prove the same thing the same way.
 """

@@ -23,13 +23,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from exactly.chaos.audit import AuditResult, run_audit
 from exactly.chaos.errors import ChaosError
 from exactly.chaos.livegroup import LiveGroup
 from exactly.chaos.network import Toxiproxy, ensure_toxiproxy, link_name, listener_name
 from exactly.chaos.plan import SESSION_TIMEOUT_S, Fault, Targets, count_by_kind, plan_faults
 from exactly.chaos.report import write_report
 from exactly.chaos.world import Instance, World
+from exactly.demo.audit import AuditResult, run_audit
 from exactly.demo.cleanup import clean_up
 from exactly.demo.clusters import DemoClusters, DemoLock
 from exactly.demo.destination import DestinationWatch

@@ -10,7 +10,9 @@ One job per module:
     progress.py     the live display
     verdict.py      source against destination, record by record
     failover.py     a consumer group stopped on the source resumes on the target (offsetsync)
+    audit.py        the second verdict: `exactly validate --require-complete` (Spark) on the flow
     scenario.py     the timeline that puts them together, and the clean-up
+    two_way.py      the same for active-active (`--topology active-active`): a flow each way
 
 The roles run as processes (`python -m replicator`, `python -m deduplicator`,
 `python -m offsetsync`), never imported:

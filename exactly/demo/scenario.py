@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from exactly.acls import apply_flow_grants, flow_grants
+from exactly.demo.audit import VALIDATION_CHART, AuditResult, run_audit
 from exactly.demo.cleanup import clean_up
 from exactly.demo.clusters import SOURCE_NAME, TARGET_NAME, DemoClusters, DemoLock
 from exactly.demo.destination import DestinationWatch
@@ -82,6 +83,8 @@ class DemoOptions:
     # Clusters with secured listeners: the roles reach the source over SASL_SSL and the target
     # over mutual TLS, each as its own user with only its ACLs (README: Security).
     secure: bool = False
+    # The second verdict, Spark's: `exactly validate --require-complete` on the demo's flow.
+    audit: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,10 +93,12 @@ class DemoOutcome:
 
     verdict: Verdict
     failover: FailoverResult | None  # None: not run (the destination did not catch up)
+    audit: AuditResult | None = None  # None: skipped (--no-audit)
 
     @property
     def clean(self) -> bool:
-        return self.verdict.clean and self.failover is not None and self.failover.exact
+        audited = self.audit is None or self.audit.clean
+        return self.verdict.clean and self.failover is not None and self.failover.exact and audited
 
 
 class DemoRun:
@@ -141,7 +146,8 @@ class DemoRun:
         self._stop_roles()
         verdict = self._verdict()
         self.view.show_failover(failover, FAILOVER_GROUP, FAILOVER_TOPIC)
-        return DemoOutcome(verdict, failover)
+        audit = self._audit() if self.options.audit else None
+        return DemoOutcome(verdict, failover, audit)
 
     def _start_clusters(self) -> None:
         self.view.say(
@@ -340,6 +346,28 @@ class DemoRun:
         verdict = judge(self._clusters.source.cluster_id, source, destination)
         self.view.show_verdict(verdict, self._traffic_counts().aborted)
         return verdict
+
+    def _audit(self) -> AuditResult:
+        """The proof a user runs on their own clusters: Spark reads both sides (its own Kafka
+        client, pairing by the provenance header) and must agree with the verdict above."""
+        self._phase = "auditing"
+        self.view.say(
+            "the Spark audit: exactly validate --require-complete on the flow (Spark local[*]), "
+            f"log {self.run_dir / 'validate.log'}"
+        )
+        result = run_audit(
+            source=self._clusters.source.bootstrap_servers,
+            destination=self._clusters.target.bootstrap_servers,
+            include=INCLUDE_PATTERN,
+            report_dir=self.run_dir / "audit",
+            log_dir=self.run_dir,
+        )
+        self.view.say(
+            f"{result.headline()} ({result.seconds:.0f} s)",
+            style="bold green" if result.clean else "bold red",
+        )
+        self.view.say(f"the audit's report: {result.report.with_name(VALIDATION_CHART)}")
+        return result
 
     # -- every tick: counts, display, health ------------------------------------------------------
 

@@ -39,9 +39,9 @@ import replicator.lanes as lanes
 _sent = lanes.Lane.sent
 
 
-def sent(self, last_offset, now):
-    self.committable = max(self.committable, last_offset + 1)
-    return _sent(self, last_offset, now)
+def sent(self, last_record, covers, now):
+    self.committable = max(self.committable, covers + 1)
+    return _sent(self, last_record, covers, now)
 
 
 lanes.Lane.sent = sent

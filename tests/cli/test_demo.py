@@ -27,6 +27,10 @@ VERDICT_LINE = re.compile(
 PROCESSED_LINE = re.compile(
     r"demo-app processed (\d+) of (\d+) records of demo\.orders on the source and stopped"
 )
+AUDIT_LINE = re.compile(
+    r"exactly validate CLEAN: (\d+) of (\d+) source records matched, 0 missing, 0 duplicated, "
+    r"0 out_of_order"
+)
 RESUMED_LINE = re.compile(
     r"demo-app resumed on the target: read (\d+) records, 0 read again, 0 skipped"
 )
@@ -60,7 +64,12 @@ def _survivors(tmp_path: Path) -> list[str]:
 
 
 @pytest.mark.kafka
-@pytest.mark.parametrize("secure", [False, True], ids=["plaintext", "secure"])
+# The secure demo in `make chaos`: the secured data-mix test checks the same secrets in `make test`.
+@pytest.mark.parametrize(
+    "secure",
+    [False, pytest.param(True, marks=pytest.mark.chaos)],
+    ids=["plaintext", "secure"],
+)
 def test_demo_survives_both_crashes_and_ends_with_a_clean_verdict(tmp_path, secure):
     started = time.monotonic()
     flags = ["--secure"] if secure else []
@@ -93,10 +102,53 @@ def test_demo_survives_both_crashes_and_ends_with_a_clean_verdict(tmp_path, secu
     assert re.search(r"offsetsync moved demo-app to the target in \d+\.\d s", output), output
     assert re.search(r"^FAILOVER EXACT: demo-app resumed on the target", output, re.M), output
     assert "offsetsync stopped cleanly (exit status 0)" in output
+    # The second verdict, Spark's, on the same flow: every record the first one counted.
+    audited = AUDIT_LINE.search(output)
+    assert audited, output
+    assert audited.group(1) == audited.group(2) == verdict.group(1)
+    chart = re.search(r"the audit's report: (\S+)", output)
+    assert chart, output
+    assert Path(chart.group(1)).is_file()
     assert "nothing left running" in output
     assert "Traceback" not in output
     assert _survivors(tmp_path) == []
     print(f"demo --duration 12 {' '.join(flags)} took {time.monotonic() - started:.1f} s")
+
+
+# In `make chaos`: test_topologies.py's active-active test checks the same in `make test`.
+@pytest.mark.chaos
+@pytest.mark.kafka
+def test_the_active_active_demo_is_exactly_once_both_ways_and_shows_the_loop_counters(tmp_path):
+    result = run_exactly(
+        "demo",
+        *("--topology", "active-active", "--duration", "12"),
+        env=_demo_env(tmp_path),
+        timeout_s=400,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    # One verdict per direction, each over the records produced in its source cluster only.
+    verdicts = VERDICT_LINE.findall(result.stdout)
+    assert len(verdicts) == 2, output
+    assert all(int(count) > 1000 for count in verdicts), verdicts
+    for direction in ("A->B", "B->A"):
+        passed = re.search(
+            rf"loop prevention: {direction}'s stage 1 passed over (\d+) copies", output
+        )
+        assert passed, output
+        assert int(passed.group(1)) > 0  # the other direction's copies, read and not copied
+    assert "records that came back to where they were produced: 0" in output
+    assert re.search(r"killed A->B replicator \(pid \d+\) with SIGKILL", output), output
+    assert re.search(r"killed B->A deduplicator \(pid \d+\) with SIGKILL", output), output
+    assert "nothing left running" in output
+    assert "Traceback" not in output
+    assert _survivors(tmp_path) == []
+
+
+def test_the_active_active_demo_refuses_secure_with_one_line(tmp_path):
+    result = run_exactly("demo", "--topology", "active-active", "--secure", env=_demo_env(tmp_path))
+    assert result.returncode == 2
+    assert "--secure runs the one-way demo only" in result.stderr
 
 
 @pytest.mark.kafka

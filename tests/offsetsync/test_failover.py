@@ -118,7 +118,9 @@ def _move_and_resume(flow, source_cluster, target_cluster, tmp_path, suffix, *, 
     base, topics, records = flow
     prefix = f"g{uuid.uuid4().hex[:8]}"
     committed = _stop_groups_on_source(source_cluster, prefix, topics)
-    env = _environment(source_cluster, target_cluster, base, suffix, prefix)
+    # The plain copies were written with the header off: the flow's setting says so.
+    header = {"REPLICATION_PROVENANCE_HEADER": "false"} if suffix == "plain" else {}
+    env = _environment(source_cluster, target_cluster, base, suffix, prefix, **header)
     if secured:
         env = secured_flow(
             source_cluster, target_cluster, env, list(topics.values()), list(committed)

@@ -61,7 +61,9 @@ def readers(source_cluster, target_cluster):
     destination.close()
 
 
-def _translate(readers, source_cluster, topic, destination_topic, committed, partition=0):
+def _translate(
+    readers, source_cluster, topic, destination_topic, committed, partition=0, *, header=True
+):
     source, destination = readers
     return translate(
         source,
@@ -71,6 +73,7 @@ def _translate(readers, source_cluster, topic, destination_topic, committed, par
         partition=partition,
         committed=committed,
         source_cluster_id=source_cluster.cluster_id,
+        header=header,
     )
 
 
@@ -114,7 +117,7 @@ def test_without_the_header_the_timestamp_may_re_read_but_never_skips(
     flow, readers, source_cluster, target_cluster, committed
 ):
     topic, records, copies = flow
-    answer = _translate(readers, source_cluster, topic, copies["plain"], committed)
+    answer = _translate(readers, source_cluster, topic, copies["plain"], committed, header=False)
     assert isinstance(answer, Translated)
     assert not answer.exact
     unread = [r.value for r in records if r.partition == 0 and r.offset >= committed]
@@ -157,9 +160,8 @@ def test_records_of_one_millisecond_are_told_apart_by_the_header(
     exact = _translate(readers, source_cluster, topic, f"{topic}.header", 5)
     assert exact == Translated(5, exact=True)
     # The timestamp alone points at the first of the millisecond: 5 records read again.
-    assert _translate(readers, source_cluster, topic, f"{topic}.plain", 5) == Translated(
-        0, exact=False
-    )
+    plain = _translate(readers, source_cluster, topic, f"{topic}.plain", 5, header=False)
+    assert plain == Translated(0, exact=False)
 
 
 def test_a_group_behind_source_retention_is_not_translated(readers, source_cluster):
@@ -305,3 +307,75 @@ def test_a_hint_far_behind_the_copy_is_asked_for_once_not_for_every_record_read(
     # Copies start after the aborted write and its marker (offsets 0 and 1).
     assert answer == Translated(committed + 2, exact=True)
     assert len(asked) <= 3, f"{len(asked)} hints asked for one record"
+
+
+def test_records_produced_on_the_destination_itself_are_passed_over(
+    flow, readers, source_cluster, target_cluster
+):
+    """Active-active: the destination partition holds its own producers' records (no header)
+    beside the copies. They are copies of nothing: the translation walks past them to the copy
+    of the first record the group had not read, where a header-less record used to be taken
+    for a copy made with the header off (the timestamp's answer, 20 records too early)."""
+    topic, records, _copies = flow
+    interleaved = f"{topic}.interleaved"
+    mine = [r for r in records if r.partition == 0]
+    committed = 5
+    create_topic(target_cluster.bootstrap_servers, interleaved, 1)
+    producer = Producer({"bootstrap.servers": target_cluster.bootstrap_servers})
+    # Local records with the timestamp of the record the group reads next: the timestamp index
+    # points the translation at the first of them.
+    moment = next(r for r in mine if r.offset >= committed).timestamp[1]
+    for i in range(20):
+        producer.produce(interleaved, value=b"local-%d" % i, partition=0, timestamp=moment)
+    for record in mine:
+        origin = encode_provenance(source_cluster.cluster_id, 0, record.offset)
+        producer.produce(
+            interleaved,
+            value=record.value,
+            key=record.key,
+            partition=0,
+            headers=[*record.headers, (HEADER_PROVENANCE, origin)],
+            timestamp=record.timestamp[1],
+        )
+    assert producer.flush(30) == 0
+    answer = _translate(readers, source_cluster, topic, interleaved, committed)
+    assert answer == Translated(20 + sum(r.offset < committed for r in mine), exact=True)
+    resumed = read_all(target_cluster.bootstrap_servers, interleaved, 1)[
+        answer.destination_offset :
+    ]
+    assert [r.value for r in resumed] == [r.value for r in mine if r.offset >= committed]
+
+
+def test_a_copy_written_with_the_header_off_is_never_skipped_when_the_header_comes_on(
+    flow, readers, source_cluster, target_cluster
+):
+    """A flow that ran with the header off, then on: the first copies carry no header. Past them
+    the header names only later records, so the translation cannot vouch for the copy of the
+    group's next record and takes the timestamp's answer: it may re-read, it never skips."""
+    topic, records, _copies = flow
+    mixed = f"{topic}.mixed"
+    mine = [r for r in records if r.partition == 0]
+    create_topic(target_cluster.bootstrap_servers, mixed, 1)
+    producer = Producer({"bootstrap.servers": target_cluster.bootstrap_servers})
+    for number, record in enumerate(mine):
+        headers = list(record.headers)
+        if number >= 10:
+            origin = encode_provenance(source_cluster.cluster_id, 0, record.offset)
+            headers.append((HEADER_PROVENANCE, origin))
+        producer.produce(
+            mixed,
+            value=record.value,
+            key=record.key,
+            partition=0,
+            headers=headers,
+            timestamp=record.timestamp[1],
+        )
+    assert producer.flush(30) == 0
+    committed = mine[5].offset
+    answer = _translate(readers, source_cluster, topic, mixed, committed)
+    assert isinstance(answer, Translated)
+    assert not answer.exact
+    resumed = [r.value for r in read_all(target_cluster.bootstrap_servers, mixed, 1)]
+    unread = [r.value for r in mine if r.offset >= committed]
+    assert resumed[answer.destination_offset :][-len(unread) :] == unread
+    assert answer.destination_offset <= 5

@@ -90,9 +90,16 @@ class RoleProcesses:
 
 @contextmanager
 def role_processes(log_dir: Path) -> Iterator[RoleProcesses]:
-    """A RoleProcesses whose processes are all SIGKILLed when the block ends (fixture teardown)."""
+    """A RoleProcesses whose processes are all SIGKILLed when the block ends (fixture teardown);
+    a block that fails prints each role's log tail."""
     processes = RoleProcesses(log_dir)
     try:
         yield processes
+    except BaseException:
+        # A failed assertion often names only what is missing: the roles' own words say why.
+        # Printed, pytest shows it with the failure.
+        for process in processes.started:
+            print(process.log_tail(60))
+        raise
     finally:
         processes.kill_all()

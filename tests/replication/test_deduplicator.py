@@ -368,6 +368,9 @@ def test_exactly_once_through_a_target_broker_crash(
     assert replicator.terminate(30) == 0
 
 
+# In `make chaos` (74 s here): `exactly chaos` in `make test` runs two deduplicators under
+# SIGKILLs too.
+@pytest.mark.chaos
 def test_exactly_once_with_two_deduplicators_and_a_third_killed(
     source_cluster, target_cluster, unique_topic, roles, tmp_path
 ):

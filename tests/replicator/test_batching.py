@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from confluent_kafka import TIMESTAMP_CREATE_TIME, Message
 
-from replicator.batching import ENVELOPE_OVERHEAD, RECORD_OVERHEAD, Run, cut_runs, row_of
+from envelope import HEADER_PROVENANCE, carries_provenance
+from replicator.batching import (
+    ENVELOPE_OVERHEAD,
+    RECORD_OVERHEAD,
+    Run,
+    cut_runs,
+    row_of,
+)
 
 
 def test_a_record_becomes_its_row_with_every_field():
@@ -36,8 +43,12 @@ def test_a_tombstone_without_key_or_headers():
     assert size == RECORD_OVERHEAD
 
 
-def _rows(*spec: tuple[str, int, int]) -> list[tuple[str, tuple[int], int]]:
-    return [(key, (offset,), size) for key, offset, size in spec]
+def _row(offset: int, headers: tuple = ()) -> tuple:
+    return (offset, 0, TIMESTAMP_CREATE_TIME, None, b"v", headers)
+
+
+def _rows(*spec: tuple[str, int, int]) -> list[tuple[str, tuple, int]]:
+    return [(key, _row(offset), size) for key, offset, size in spec]
 
 
 def _offsets(cut: list[tuple[str, Run]]) -> list[tuple[str, list[int]]]:
@@ -76,8 +87,18 @@ def test_a_full_run_is_yielded_before_the_next_row_is_read():
     def rows():
         for offset in range(4):
             read.append(offset)
-            yield "a", (offset,), 10
+            yield "a", _row(offset), 10
 
     runs = cut_runs(rows(), max_records=2, budget=10_000)
     key, first = next(runs)
     assert (key, [r[0] for r in first.rows], read) == ("a", [0, 1], [0, 1, 2])
+
+
+def test_a_copy_is_known_by_its_provenance_header_and_a_run_says_whether_it_may_hold_one():
+    copy = _row(7, (("trace", b"1"), (HEADER_PROVENANCE, b"cluster/0/3")))
+    [(_key, plain)] = cut_runs([("a", _row(6), 10)], max_records=10, budget=10_000)
+    [(_key, mixed)] = cut_runs([("a", _row(6), 10), ("a", copy, 10)], 10, 10_000)
+    assert (plain.has_headers, mixed.has_headers) == (False, True)
+    assert carries_provenance(copy[5])
+    assert not carries_provenance((("trace", b"1"), ("exactly.origin-not", b"x")))
+    assert not carries_provenance(((HEADER_PROVENANCE, None),))  # no value names no origin

@@ -21,6 +21,17 @@ def test_an_overridden_staging_topic_carries_its_meta_topic_along():
     assert names.changelog == "__exactly.orders.changelog"
 
 
+def test_every_topic_of_a_flow_by_what_it_is():
+    # What a replicated topic may never be copied to (runtime/settings.py destination_names).
+    assert FlowNames("orders", "staging-eu").topics == {
+        "staging": "staging-eu",
+        "meta": "staging-eu.meta",
+        "changelog": "__exactly.orders.changelog",
+        "deadletter": "__exactly.orders.deadletter",
+        "checkpoints": "__exactly.orders.checkpoints",
+    }
+
+
 def test_client_identities_of_a_flow():
     names = FlowNames("orders")
     assert names.replicator_group == "exactly.orders.replicator"

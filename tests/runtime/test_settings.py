@@ -6,7 +6,8 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from runtime import ConfigError, ExactlyError, is_secret_property, load_settings, render_config
-from runtime.settings import DESTINATION_PREFIX, SOURCE_PREFIX, Settings
+from runtime.errors import DestinationCollisionError
+from runtime.settings import DESTINATION_PREFIX, SOURCE_PREFIX, Settings, destination_names
 
 SOURCE = "KAFKA_CLUSTERS_SOURCE_"
 DESTINATION = "KAFKA_CLUSTERS_DESTINATION_"
@@ -16,6 +17,7 @@ SEED = {
     f"{DESTINATION}BOOTSTRAP_SERVERS": "target-1:9092",
     f"{DESTINATION}TOPIC": "orders-copy",
 }
+RENAME = "REPLICATION_TOPICS_RENAME_"
 CLUSTERS = {
     key: SEED[key] for key in (f"{SOURCE}BOOTSTRAP_SERVERS", f"{DESTINATION}BOOTSTRAP_SERVERS")
 }
@@ -229,6 +231,8 @@ def test_variables_outside_our_prefixes_are_ignored():
             f"{SOURCE}BOOTSTRAP_SERVERS",
             f"{SOURCE}TOPIC",
             "REPLICATION_TOPICS_INCLUDE",
+            f"{RENAME}PATTERN",
+            f"{RENAME}REPLACEMENT",
             "REPLICATION_FLOW",
             "METRICS_PORT",
             "STATE_DIR",
@@ -443,6 +447,8 @@ def test_render_config_lists_every_variable_with_defaults_marked():
         "REPLICATION_START_FROM=earliest  # default\n"
         "REPLICATION_TOPICS_EXCLUDE=  # default\n"
         "REPLICATION_TOPICS_INCLUDE=  # default\n"
+        "REPLICATION_TOPICS_RENAME_PATTERN=  # default\n"
+        "REPLICATION_TOPICS_RENAME_REPLACEMENT=  # default\n"
         "REPLICATION_WORKERS=1  # default\n"
         "STATE_DIR=state  # default\n"
     )
@@ -458,6 +464,7 @@ def test_render_config_shows_the_implied_destination_topic():
 
 def test_rendered_config_loads_back_to_the_same_settings():
     env = {**CLUSTERS, "REPLICATION_TOPICS_INCLUDE": "a.*,b", "OFFSETSYNC_GROUPS_INCLUDE": "g"}
+    env |= {f"{RENAME}PATTERN": r"a(?P<rest>.*)", f"{RENAME}REPLACEMENT": r"b\g<rest>"}
     loaded = load_settings(env)
     lines = [line.split("  #")[0] for line in render_config(loaded).splitlines()]
     rendered_env = dict(line.split("=", 1) for line in lines if not line.endswith("="))
@@ -519,3 +526,187 @@ def test_a_property_value_that_is_not_utf8_names_its_variable():
 def test_the_cluster_prefixes_are_the_settings_aliases():
     assert Settings.model_fields["source"].alias == SOURCE_PREFIX
     assert Settings.model_fields["destination"].alias == DESTINATION_PREFIX
+
+
+# Renaming by regular expression (issue 19): the rename, then the template.
+
+
+def rename(pattern: str = r"(.*)\.orders", replacement: str = r"\1.sales", **more: str):
+    variables = {f"{RENAME}PATTERN": pattern, f"{RENAME}REPLACEMENT": replacement}
+    return load(**{"REPLICATION_TOPICS_INCLUDE": ".*", **variables, **more})
+
+
+def test_a_topic_the_pattern_matches_is_renamed_and_others_keep_their_name():
+    loaded = rename()
+    assert loaded.destination_topic("eu.orders") == "eu.sales"
+    assert loaded.destination_topic("eu.payments") == "eu.payments"  # no match
+    assert loaded.destination_topic("eu.orders.v2") == "eu.orders.v2"  # a full match only
+    assert loaded.destination_topic("__consumer_offsets") is None
+
+
+def test_named_groups_and_the_whole_match_can_be_used():
+    loaded = rename(r"(?P<region>[a-z]+)-(?P<kind>.*)", r"\g<kind>.\g<region>.\g<0>")
+    assert loaded.destination_topic("eu-orders") == "orders.eu.eu-orders"
+
+
+def test_the_template_applies_to_the_renamed_name():
+    loaded = rename(REPLICATION_DESTINATION_TOPIC="dc1.{topic}")
+    assert loaded.destination_topic("eu.orders") == "dc1.eu.sales"
+    assert loaded.destination_topic("eu.payments") == "dc1.eu.payments"
+
+
+def test_exclude_and_include_look_at_the_source_name():
+    loaded = rename(REPLICATION_TOPICS_INCLUDE=r".*\.orders", REPLICATION_TOPICS_EXCLUDE="us.*")
+    assert loaded.destination_topic("eu.orders") == "eu.sales"
+    assert loaded.destination_topic("eu.sales") is None
+    assert loaded.destination_topic("us.orders") is None
+
+
+def test_a_rename_to_an_invalid_topic_name_raises_like_the_template():
+    with pytest.raises(ValueError, match="is not a valid Kafka topic name") as raised:
+        rename(replacement=r"\1 sales").destination_topic("eu.orders")
+    assert str(raised.value) == (
+        f"{RENAME}PATTERN renames eu.orders to an invalid name: 'eu sales' is not a valid Kafka "
+        'topic name (1..249 characters of a-z A-Z 0-9 . _ -, not "." or "..")'
+    )
+    with pytest.raises(ValueError, match="is not a valid Kafka topic name"):
+        rename(r"x(.*)", r"\1").destination_topic("x")  # renamed to ""
+    with pytest.raises(ValueError, match="is not a valid Kafka topic name"):
+        rename(r"(.*)", r"\1\1").destination_topic("o" * 125)  # 250 characters
+
+
+@pytest.mark.parametrize(
+    ("variables", "line"),
+    [
+        (
+            {f"{RENAME}PATTERN": r"(.*)\.orders"},
+            rf"{RENAME}PATTERN='(.*)\\.orders': is set but {RENAME}REPLACEMENT is not: the two "
+            "make the rename together",
+        ),
+        (
+            {f"{RENAME}REPLACEMENT": r"\1.sales"},
+            rf"{RENAME}REPLACEMENT='\\1.sales': is set but {RENAME}PATTERN is not: the two make "
+            "the rename together",
+        ),
+        (
+            {f"{RENAME}PATTERN": "(.*", f"{RENAME}REPLACEMENT": "x"},
+            f"{RENAME}PATTERN='(.*': is not a valid regular expression: missing ), unterminated "
+            "subpattern at position 0",
+        ),
+        (
+            {f"{RENAME}PATTERN": "", f"{RENAME}REPLACEMENT": "x"},
+            f"{RENAME}PATTERN='': is empty (expected a regular expression)",
+        ),
+        (
+            {f"{RENAME}PATTERN": "(.*)", f"{RENAME}REPLACEMENT": ""},
+            f"{RENAME}REPLACEMENT='': is empty",
+        ),
+        (
+            {f"{RENAME}PATTERN": r"(.*)\.orders", f"{RENAME}REPLACEMENT": r"\2.sales"},
+            rf"{RENAME}REPLACEMENT='\\2.sales': refers to a group that {RENAME}PATTERN does not "
+            "have: invalid group reference 2 at position 1",
+        ),
+        (
+            {f"{RENAME}PATTERN": r"(.*)\.orders", f"{RENAME}REPLACEMENT": r"\g<name>.sales"},
+            rf"{RENAME}REPLACEMENT='\\g<name>.sales': refers to a group that {RENAME}PATTERN "
+            "does not have: unknown group name 'name'",
+        ),
+        (
+            {f"{RENAME}PATTERN": r"(.*)\.orders", f"{RENAME}REPLACEMENT": r"\q"},
+            rf"{RENAME}REPLACEMENT='\\q': is not a valid replacement: bad escape \q at position 0",
+        ),
+        (
+            {
+                f"{SOURCE}TOPIC": "eu.orders",
+                f"{RENAME}PATTERN": r"(.*)\.orders",
+                f"{RENAME}REPLACEMENT": r"\1.sales",
+            },
+            rf"{RENAME}PATTERN='(.*)\\.orders': cannot be combined with {SOURCE}TOPIC: the one "
+            f"topic's destination name is {DESTINATION}TOPIC",
+        ),
+    ],
+)
+def test_a_wrong_rename_stops_start_up_with_one_line(variables, line):
+    error = config_error(**variables)
+    assert str(error) == line
+    assert error.variable == line.split("=")[0].split(":")[0]
+
+
+# Destination names of many topics at once: one source per destination, none of the flow's.
+
+
+def test_destination_names_are_those_of_the_replicated_topics_in_the_order_given():
+    loaded = rename(REPLICATION_TOPICS_EXCLUDE="tmp", REPLICATION_DESTINATION_TOPIC="dc1.{topic}")
+    topics = ["eu.payments", "eu.orders", "tmp", "__consumer_offsets", "eu.orders"]
+    names = destination_names(loaded, topics)
+    assert list(names.items()) == [
+        ("eu.payments", "dc1.eu.payments"),
+        ("eu.orders", "dc1.eu.sales"),
+    ]
+
+
+def test_an_invalid_destination_name_raises_or_is_left_out():
+    loaded = rename(replacement=r"\1 sales")
+    with pytest.raises(ValueError, match=r"renames eu\.orders to an invalid name"):
+        destination_names(loaded, ["eu.orders", "eu.payments"])
+    left_out = []
+    names = destination_names(
+        loaded, ["eu.orders", "eu.payments"], invalid=lambda t, e: left_out.append((t, str(e)))
+    )
+    assert names == {"eu.payments": "eu.payments"}
+    assert [topic for topic, _ in left_out] == ["eu.orders"]
+
+
+def collision(settings, topics) -> DestinationCollisionError:
+    with pytest.raises(DestinationCollisionError) as raised:
+        destination_names(settings, topics)
+    error = raised.value
+    assert isinstance(error, ConfigError)  # exit 2, like a wrong variable
+    assert "\n" not in str(error)
+    return error
+
+
+def test_two_topics_renamed_to_one_name_collide():
+    loaded = rename(REPLICATION_DESTINATION_TOPIC="dc1.{topic}")
+    # Either order: the line is the same.
+    for topics in (["eu.sales", "a", "eu.orders"], ["eu.orders", "eu.sales"]):
+        assert str(collision(loaded, topics)) == (
+            f"{RENAME}PATTERN: source topics eu.orders and eu.sales would both be copied to "
+            "dc1.eu.sales: one destination topic per source topic (rename them apart, or leave "
+            "one out with REPLICATION_TOPICS_EXCLUDE)"
+        )
+    # Excluding one mends it.
+    mended = rename(
+        REPLICATION_DESTINATION_TOPIC="dc1.{topic}", REPLICATION_TOPICS_EXCLUDE="eu.sales"
+    )
+    assert destination_names(mended, ["eu.orders", "eu.sales"]) == {"eu.orders": "dc1.eu.sales"}
+
+
+def test_a_topic_copied_onto_a_topic_of_the_flow_collides():
+    loaded = load(
+        REPLICATION_TOPICS_INCLUDE=".*",
+        REPLICATION_FLOW="eu",
+        REPLICATION_DESTINATION_TOPIC="__exactly.eu.{topic}",
+    )
+    error = collision(loaded, ["changelog"])
+    assert str(error) == (
+        "REPLICATION_DESTINATION_TOPIC: source topic changelog would be copied to "
+        "__exactly.eu.changelog, the flow's own changelog topic: give it another destination "
+        "name"
+    )
+    # An overridden staging topic (and its .meta) too, though not starting with __.
+    staged = load(REPLICATION_TOPICS_INCLUDE=".*", REPLICATION_STAGING_TOPIC="stage")
+    assert str(collision(staged, ["orders", "stage.meta"])) == (
+        "REPLICATION_STAGING_TOPIC: source topic stage.meta would be copied to stage.meta, the "
+        "flow's own meta topic: give it another destination name"
+    )
+
+
+def test_a_topic_copied_to_a_name_starting_with_two_underscores_collides():
+    error = collision(rename(replacement=r"__\1"), ["eu.orders"])
+    assert str(error) == (
+        f"{RENAME}PATTERN: source topic eu.orders would be copied to __eu: names starting with "
+        "__ are Kafka's internal topics and the flows'"
+    )
+    seed = load_settings({**SEED, f"{DESTINATION}TOPIC": "__orders"})
+    assert collision(seed, ["orders"]).variable == f"{DESTINATION}TOPIC"

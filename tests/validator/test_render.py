@@ -29,6 +29,8 @@ def _partition(
     destination_topic: str | None = None,
     in_flight: int = 0,
     after_range: int = 0,
+    looped: int = 0,
+    local: int = 0,
     **discrepancies: int,
 ) -> dict[str, Any]:
     assert set(discrepancies) <= set(DISCREPANCY_KINDS)
@@ -48,6 +50,8 @@ def _partition(
         "matched": records - lost - changed,
         **counts,
         "in_flight": in_flight,
+        "looped": looped,
+        "local": local,
         "outside_range": {
             reason: after_range if reason == "after_range" else 0 for reason in _OUTSIDE_REASONS
         },
@@ -60,7 +64,8 @@ def _report(
 ) -> dict[str, Any]:
     counters = ("source_records", "destination_records", "matched", *DISCREPANCY_KINDS)
     totals = {counter: sum(p[counter] for p in partitions) for counter in counters}
-    totals["in_flight"] = sum(p["in_flight"] for p in partitions)
+    for counter in ("in_flight", "looped", "local"):
+        totals[counter] = sum(p[counter] for p in partitions)
     totals["outside_range"] = sum(sum(p["outside_range"].values()) for p in partitions)
     clean = all(p["clean"] for p in partitions)
     pairs = {(p["source_topic"], p["destination_topic"]) for p in partitions}
@@ -137,7 +142,7 @@ def test_clean_report_says_exactly_once(clean_report: dict[str, Any]) -> None:
     assert "in flight, not checked" not in text
     # Every discrepancy column is empty, so none is drawn and the note says so.
     assert "no missing, duplicated, out of order, key mismatch" in text
-    assert "or unexpected in any partition" in text
+    assert "unexpected or loop copied in any partition" in text
     assert "examples" not in text
 
 
@@ -160,8 +165,48 @@ def test_discrepancies_show_counts_examples_and_caveats(bad_report: dict[str, An
     assert "duplicated" in header
     assert "unexpected" not in header
     assert "no out of order, key mismatch, headers mismatch" in text
-    assert "wrong partition or unexpected in any partition" in text
+    assert "wrong partition, unexpected or loop copied in any partition" in text
     assert text.count("DISCREPANCY") == 3  # two partition rows and the verdict
+
+
+def test_looped_and_local_records_are_shown_beside_a_clean_verdict(tmp_path: Path) -> None:
+    report = _report(
+        [_partition("orders", 0, 100, looped=4), _partition("orders", 1, 100, local=6)]
+    )
+    report["two_way"] = True
+    text = _rendered(report)
+
+    header = next(line for line in text.splitlines() if "source topic" in line)
+    assert "looped" in header
+    assert "local" in header
+    assert (
+        "EXACTLY ONCE: 200 records in 2 partitions match (4 looped: source records that are "
+        "copies, not copied again) (6 local: produced on the destination cluster)"
+    ) in text
+    assert ", two-way" in text
+    page = _chart(report, tmp_path)
+    assert '<h1 class="clean">EXACTLY ONCE: 200 records in 2 partitions match (4 looped' in page
+    assert "orders[0]: 100 matched, 0 in flight, 4 looped, 0 outside the checked range" in page
+    assert "orders[1]: 100 matched, 0 in flight, 6 local, 0 outside the checked range" in page
+
+
+def test_a_copied_loop_is_a_discrepancy_with_its_own_colour(tmp_path: Path) -> None:
+    report = _report(
+        [_partition("orders", 0, 100, looped=3, loop_copied=1)],
+        {"loop_copied": [_example("orders", 0, 17, 40, detail="a copy, copied again")]},
+    )
+    text = _rendered(report)
+
+    assert "DISCREPANCY: 1 loop copied (3 looped" in text
+    assert (
+        "loop copied: orders[0] source offset 17 → destination orders[0] offset 40"
+        " — a copy, copied again"
+    ) in text
+    header = next(line for line in text.splitlines() if "source topic" in line)
+    assert "loop copied" in header
+    assert "local" not in header  # no partition has any
+    legend = _legend(_chart(report, tmp_path))
+    assert 'background:#000000"></span>loop copied' in legend
 
 
 def test_renamed_topic_gets_a_destination_column() -> None:

@@ -24,7 +24,7 @@ SNAPSHOT = Snapshot(
 )
 
 
-def _report(findings, *, require_complete=False):
+def _report(findings, *, require_complete=False, two_way=False):
     moment = datetime(2026, 11, 22, tzinfo=UTC)
     return build_report(
         SNAPSHOT,
@@ -38,6 +38,7 @@ def _report(findings, *, require_complete=False):
         require_complete=require_complete,
         times=TimeRange(),
         log_starts_moved=[],
+        two_way=two_way,
     )
 
 
@@ -52,7 +53,8 @@ def test_only_matched_records_are_clean():
 
 
 @pytest.mark.parametrize(
-    "kind", ["missing", "duplicated", "out_of_order", "timestamp_mismatch", "unexpected"]
+    "kind",
+    ["missing", "duplicated", "out_of_order", "timestamp_mismatch", "unexpected", "loop_copied"],
 )
 def test_one_discrepancy_anywhere_fails_the_audit(kind):
     report = _report({("orders", 0, "matched"): 9, ("orders", 1, kind): 1})
@@ -76,3 +78,20 @@ def test_outside_the_range_is_counted_but_not_a_discrepancy():
     assert report["exit_status"] == 0
     assert report["partitions"][0]["outside_range"]["source_retention"] == 3
     assert report["totals"]["outside_range"] == 3
+
+
+@pytest.mark.parametrize("two_way", [False, True])
+def test_looped_and_local_records_are_counted_but_not_discrepancies(two_way):
+    findings = {
+        ("orders", 0, "matched"): 7,
+        ("orders", 0, "looped"): 3,
+        ("orders", 1, "matched"): 2,
+        ("orders", 1, "local"): 2,
+    }
+    report = _report(findings, two_way=two_way)
+    assert report["exit_status"] == 0
+    assert report["two_way"] is two_way
+    assert [(p["looped"], p["local"]) for p in report["partitions"]] == [(3, 0), (0, 2)]
+    assert report["totals"]["looped"] == 3
+    assert report["totals"]["local"] == 2
+    assert report["totals"]["missing"] == report["totals"]["unexpected"] == 0

@@ -1,5 +1,6 @@
-"""The chaos run's second verdict: `exactly validate --require-complete`, the Spark audit a user
-runs on their own clusters, run as a user types it once the pipeline has drained.
+"""The second verdict of the demo and of the chaos run: `exactly validate --require-complete`,
+the Spark audit a user runs on their own clusters, run as a user types it once the pipeline has
+drained.
 
 It is independent of the first verdict (exactly/demo/verdict.py reads both sides in this
 process): another reader (Spark's Java Kafka client), another matching (by the provenance
