@@ -4,8 +4,9 @@
 #       the roles: `exactly run` (every role of a flow, supervised), `exactly replicator`,
 #       `exactly deduplicator`, `exactly offsetsync`. No Java, no Spark.
 #   docker build --target exactly-validator -t kafka-exactly-validator .
-#       `exactly validate`: adds Java 17, pyspark and Spark's Kafka connector, resolved here so
-#       that a run downloads nothing and needs no home directory (any user id).
+#       `exactly validate`: adds Java 17, pyspark, Spark's Kafka connector and the merge plan's
+#       jar, resolved and built here so that a run downloads and compiles nothing and needs no
+#       home directory (any user id).
 # The install steps below are the ones tests/deploy/test_image.py runs in a fresh virtual
 # environment; the jar list is what deps/spark-kafka-connector.xml resolves.
 
@@ -33,6 +34,16 @@ COPY deps/spark-kafka-connector.xml /deps/pom.xml
 RUN mvn --batch-mode --quiet -f /deps/pom.xml dependency:copy-dependencies \
         -DincludeScope=runtime -DoutputDirectory=/opt/spark-jars
 
+# The merge plan's jar (validator/merge_jar.py): compiled with javac against the Spark jars
+# pyspark ships and the connector's Kafka client. The validator image has a JRE only.
+FROM build-validator AS merge-jar
+RUN apt-get update \
+    && apt-get install --yes --no-install-recommends openjdk-17-jdk-headless \
+    && rm -rf /var/lib/apt/lists/*
+COPY --from=connector /opt/spark-jars /opt/spark-jars
+RUN EXACTLY_SPARK_JARS='/opt/spark-jars/*.jar' /opt/exactly/bin/python -m validator.merge_jar \
+        /opt/merge-jar/exactly-validator-merge.jar
+
 FROM ${PYTHON_IMAGE} AS exactly
 # A user of its own, no login, no home: the state directory is the only place it writes.
 RUN useradd --system --uid 10001 --user-group --no-create-home --home-dir /nonexistent \
@@ -59,6 +70,7 @@ RUN apt-get update \
     && mkdir -p /var/lib/exactly && chown 10001:10001 /var/lib/exactly
 COPY --from=build-validator /opt/exactly /opt/exactly
 COPY --from=connector /opt/spark-jars /opt/spark-jars
+COPY --from=merge-jar /opt/merge-jar/exactly-validator-merge.jar /opt/spark-jars/
 ENV PATH=/opt/exactly/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     EXACTLY_SPARK_JARS=/opt/spark-jars/*.jar

@@ -7,9 +7,9 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: install demo test chaos unit lint toxiproxy bench-envelope bench-replicator bench-pipeline bench-profile bench-commit bench-validate bench-offsetsync bench-tls bench-memory bench-active-active kafka-jars spark-connector kustomize clean
+.PHONY: install demo test chaos unit lint toxiproxy bench-envelope bench-replicator bench-pipeline bench-profile bench-commit bench-validate bench-offsetsync bench-tls bench-memory bench-active-active kafka-jars spark-connector merge-jar kustomize clean
 
-install: $(VENV)/.installed kafka-jars spark-connector kustomize
+install: $(VENV)/.installed kafka-jars spark-connector merge-jar kustomize
 
 # New top-level packages need a reinstall: the editable install maps the packages it saw.
 $(VENV)/.installed: pyproject.toml $(wildcard */__init__.py)
@@ -25,6 +25,11 @@ kafka-jars: $(VENV)/.installed
 # connector and every jar it needs there now, not on every Spark run.
 spark-connector:
 	mvn --batch-mode --quiet -f deps/spark-kafka-connector.xml dependency:resolve
+
+# The validator's merge plan (validator/java/): compiled once with javac against pyspark's Spark
+# jars and the connector's Kafka client, into the cache beside the Kafka jars.
+merge-jar: $(VENV)/.installed spark-connector
+	$(BIN)/python -m validator.merge_jar
 
 # kustomize renders k8s/ in the tests (tests/deploy), built once from the Go module proxy into
 # the cache beside the Kafka jars. Without a Go toolchain those tests are skipped, and say so.

@@ -12,7 +12,7 @@ from localkafka.errors import (
     KafkaInstallError,
     LocalKafkaError,
 )
-from localkafka.install import KAFKA_VERSION, KafkaDistribution, cache_root, ensure_kafka
+from localkafka.install import KAFKA_VERSION, KafkaDistribution, ensure_kafka
 from localkafka.ports import ROLE_PORTS, free_port, free_port_block, free_ports, port_is_free
 from localkafka.processes import (
     RoleProcess,
@@ -23,6 +23,7 @@ from localkafka.processes import (
 )
 from localkafka.readiness import wait_until_ready
 from localkafka.registry import DEFAULT_NAMES, ClusterRegistry, default_state_dir, start_all
+from runtime.cache import cache_root
 
 __all__ = [
     "DEFAULT_NAMES",

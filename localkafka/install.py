@@ -10,7 +10,6 @@ half cache that looks whole.
 from __future__ import annotations
 
 import fcntl
-import os
 import shutil
 import subprocess
 import tempfile
@@ -18,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from localkafka.errors import KafkaInstallError
+from runtime.cache import cache_root
 
 KAFKA_VERSION = "4.3.1"
-CACHE_DIR_VARIABLE = "LOCALKAFKA_CACHE_DIR"
 _POM = Path(__file__).with_name("kafka-pom.xml")
 _MAVEN_TIMEOUT_S = 900
 
@@ -33,14 +32,6 @@ class KafkaDistribution:
     @property
     def classpath(self) -> str:
         return str(self.libs_dir / "*")
-
-
-def cache_root() -> Path:
-    configured = os.environ.get(CACHE_DIR_VARIABLE)
-    if configured:
-        return Path(configured).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "kafka-exactly"
 
 
 def ensure_kafka(version: str = KAFKA_VERSION) -> KafkaDistribution:

@@ -1,10 +1,17 @@
-"""One audit, start to verdict: snapshot the ranges, read both sides once into Spark's cache,
-find every record's fate on the executors, and bring back only counts and a few examples."""
+"""One audit, start to verdict: snapshot the ranges, merge each partition pair in offset order
+(validator/merge.py), check what the merge did not prove with the join plan
+(validator/compare.py), and bring back only counts and a few examples.
+
+Two plans, one report. The merge reads both sides once, a Spark task per partition pair, and
+proves a topic clean; it costs about a plain read. The join plan finds the fate of every record
+with joins and windows, several reads' worth of shuffles and sorts, and names every kind of
+finding; it gets each topic the merge did not prove (and every topic with ``--plan join``, or
+where the merge's jar is missing)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,6 +24,8 @@ from validator.compare import find_events
 from validator.errors import InputError
 from validator.java_client import java_options
 from validator.kinds import CONTENT, MATCHED, PROVENANCE, RECORD_COUNTS, SOURCE_RECORD
+from validator.merge import Merged, merge_all, merge_available
+from validator.merge_jar import MergeJarError, jar_named_in, merge_jar
 from validator.progress import Progress
 from validator.read import DESTINATION, SOURCE, read_both_sides
 from validator.report import build_report, example_rows
@@ -25,6 +34,7 @@ from validator.session import spark_session
 from validator.snapshot import Snapshot, TimeRange, take_snapshot, with_current_log_starts
 
 AUTO = "auto"
+JOIN = "join"  # --plan join: the join plan for every topic
 _log = get_logger("validator")
 
 
@@ -38,6 +48,7 @@ class AuditOptions:
     two_way: bool = False
     master: str | None = None
     examples: int = 5
+    plan: str = AUTO  # AUTO (merge, then join for what it did not prove) or JOIN
 
 
 def run_audit(settings: Settings, options: AuditOptions, progress: Progress) -> dict[str, Any]:
@@ -58,6 +69,7 @@ def run_audit(settings: Settings, options: AuditOptions, progress: Progress) -> 
         options.master,
         {"spark.sql.shuffle.partitions": str(shuffle_partitions)},
         settings.spark_jars,
+        _merge_jars(settings, options),
     )
     progress.watch(spark.sparkContext)
     try:
@@ -86,14 +98,90 @@ def _audit(
     cluster_options: tuple[dict[str, str], dict[str, str]],
 ) -> dict[str, Any]:
     total = sum(r.size for pair in snapshot.pairs for r in pair.source.values())
+    merged = Merged()
+    if options.plan == AUTO and merge_available(spark):
+        progress.phase(
+            f"merging {snapshot.partition_count} partition pairs of {len(snapshot.pairs)} "
+            f"topic(s) in offset order, up to {total:,} source offsets, one Spark task each ("
+            + ", ".join(f"{topic}: by {mode}" for topic, mode in modes.items())
+            + ")"
+        )
+        merged = merge_all(
+            spark,
+            snapshot,
+            modes,
+            two_way=options.two_way,
+            source=cluster_options[0],
+            destination=cluster_options[1],
+        )
+    elif options.plan == AUTO:
+        _log.warning(
+            "the merge plan's jar is not on the driver's classpath: every topic is checked by "
+            "the join plan, which costs several reads of both topics (under spark-submit, pass "
+            "--jars with the path `python -m validator.merge_jar` prints)"
+        )
+    rest = tuple(pair for pair in snapshot.pairs if pair.source_topic not in merged.proven)
+    records, findings, examples = dict(merged.records), dict(merged.findings), merged.examples
+    if rest:
+        joined = _joined(
+            spark, replace(snapshot, pairs=rest), modes, options, progress, cluster_options
+        )
+        records |= joined[0]
+        findings |= joined[1]
+        examples = [*examples, *joined[2]]
+    progress.phase("writing the report")
+    moved = _log_starts_moved(snapshot, settings)
+    plans = {topic: "merge" for topic in merged.proven} | {
+        pair.source_topic: "join" for pair in rest
+    }
+    return build_report(
+        snapshot,
+        modes=modes,
+        plans=plans,
+        records=records,
+        findings=findings,
+        examples=example_rows(
+            sorted(examples, key=lambda row: (row["topic"], row["partition"], row["kind"])),
+            snapshot,
+            per_kind=options.examples,
+        ),
+        started=started,
+        finished=datetime.now(UTC),
+        master=str(spark.sparkContext.master),
+        require_complete=options.require_complete,
+        times=options.times,
+        log_starts_moved=moved,
+        two_way=options.two_way,
+    )
+
+
+def _joined(
+    spark: SparkSession,
+    snapshot: Snapshot,
+    modes: dict[str, str],
+    options: AuditOptions,
+    progress: Progress,
+    cluster_options: tuple[dict[str, str], dict[str, str]],
+) -> tuple[dict[tuple[str, str, int], int], dict[tuple[str, int, str], int], list[dict[str, Any]]]:
+    """The join plan (validator/compare.py) over ``snapshot``'s pairs: the records read on each
+    side, the count of each finding, and the first finding of each kind in each partition."""
+    total = sum(r.size for pair in snapshot.pairs for r in pair.source.values())
     progress.phase(
         f"reading and comparing {len(snapshot.pairs)} topic(s), {snapshot.partition_count} "
-        f"partitions, up to {total:,} source offsets, record by record ("
-        + ", ".join(f"{topic}: by {mode}" for topic, mode in modes.items())
+        f"partitions, up to {total:,} source offsets, record by record with joins ("
+        + ", ".join(
+            f"{pair.source_topic}: by {modes[pair.source_topic]}" for pair in snapshot.pairs
+        )
         + ")"
     )
     both = read_both_sides(spark, snapshot, *cluster_options)
-    events = find_events(spark, both, snapshot, modes, two_way=options.two_way)
+    events = find_events(
+        spark,
+        both,
+        snapshot,
+        {pair.source_topic: modes[pair.source_topic] for pair in snapshot.pairs},
+        two_way=options.two_way,
+    )
     # One pass over both topics: the counts, and the first finding of each kind in each
     # partition as the examples. Only the destination is cached (compare.py): caching both sides
     # cost as much as reading them (2 x 1 M records of 100 B: 8.3 s against 4.3 s here).
@@ -112,7 +200,6 @@ def _audit(
         .agg(F.sum("count").alias("count"), F.min("example").alias("first"))
         .collect()
     )
-    progress.phase("writing the report")
     records = {}
     findings = {}
     for row in rows:
@@ -121,10 +208,6 @@ def _audit(
             records[(side, row["topic"], row["partition"])] = row["count"]
         else:
             findings[(row["topic"], row["partition"], row["kind"])] = row["count"]
-    firsts = sorted(
-        (row for row in rows if row["first"] is not None),
-        key=lambda row: (row["topic"], row["partition"]),
-    )
     examples = [
         {
             "topic": row["topic"],
@@ -132,23 +215,26 @@ def _audit(
             "kind": row["kind"],
             **row["first"].asDict(),
         }
-        for row in firsts
+        for row in rows
+        if row["first"] is not None
     ]
-    moved = _log_starts_moved(snapshot, settings)
-    return build_report(
-        snapshot,
-        modes=modes,
-        records=records,
-        findings=findings,
-        examples=example_rows(examples, snapshot, per_kind=options.examples),
-        started=started,
-        finished=datetime.now(UTC),
-        master=str(spark.sparkContext.master),
-        require_complete=options.require_complete,
-        times=options.times,
-        log_starts_moved=moved,
-        two_way=options.two_way,
-    )
+    return records, findings, examples
+
+
+def _merge_jars(settings: Settings, options: AuditOptions) -> list[str]:
+    """The merge plan's jar for spark.jars (built on the first run); none with --plan join, or
+    where it cannot be built (the join plan then checks everything, and a warning says why)."""
+    if options.plan != AUTO or jar_named_in(settings.spark_jars):
+        return []  # the image's jar comes with the connector's, in spark.jars
+    try:
+        return [str(merge_jar(settings.spark_jars))]
+    except MergeJarError as exc:
+        _log.warning(
+            "the merge plan's jar cannot be built; a jar on the classpath (the validator image's, "
+            "or spark-submit --jars) still serves",
+            reason=str(exc),
+        )
+        return []
 
 
 def _log_starts_moved(snapshot: Snapshot, settings: Settings) -> list[str]:

@@ -127,6 +127,16 @@ class _Timestamp(click.ParamType):  # type: ignore[type-arg]
     help="Spark master URL (default: spark-submit's, else local[*]).",
 )
 @click.option(
+    "--plan",
+    type=click.Choice(["auto", "join"]),
+    default="auto",
+    show_default=True,
+    help="auto: merge each partition pair in offset order, one Spark task each (about one read "
+    "of both topics), and check only the topics where the merge meets anything but a clean "
+    "copy with the join plan; join: the join plan for every topic (several reads' worth of "
+    "shuffles and sorts). The report is the same.",
+)
+@click.option(
     "--examples",
     type=click.IntRange(0, 1000),
     default=5,
@@ -147,6 +157,7 @@ def validate(
     report: Path,
     chart: Path,
     master: str | None,
+    plan: str,
     examples: int,
 ) -> None:
     """Prove exactly-once, record by record: the destination against the source, on Spark."""
@@ -170,6 +181,7 @@ def validate(
             report,
             chart,
             master,
+            plan,
             examples,
         )
     )
@@ -202,6 +214,7 @@ def _run(
     report_path: Path,
     chart_path: Path,
     master: str | None,
+    plan: str,
     examples: int,
 ) -> int:
     from rich.console import Console
@@ -241,6 +254,7 @@ def _run(
         two_way=two_way,
         master=master,
         examples=examples,
+        plan=plan,
     )
     progress = Progress()
     # SIGTERM unwinds like Ctrl-C, through run_audit's spark.stop(): a driver that dies without

@@ -32,6 +32,7 @@ def build_report(
     snapshot: Snapshot,
     *,
     modes: Mapping[str, str],
+    plans: Mapping[str, str],
     records: Mapping[tuple[str, str, int], int],
     findings: Counts,
     examples: Mapping[str, list[dict[str, Any]]],
@@ -43,7 +44,8 @@ def build_report(
     log_starts_moved: list[str],
     two_way: bool,
 ) -> dict[str, Any]:
-    """``records`` maps (side, source topic, partition) to the records read on that side."""
+    """``records`` maps (side, source topic, partition) to the records read on that side;
+    ``plans`` each source topic to the plan that checked it (validator/audit.py)."""
     partitions = []
     for pair in snapshot.pairs:
         for p in pair.partitions:
@@ -92,6 +94,8 @@ def build_report(
                 "source_topic": pair.source_topic,
                 "destination_topic": pair.destination_topic,
                 "match": modes[pair.source_topic],
+                # merge: proven clean in one read; join: the merge found something to name.
+                "plan": plans[pair.source_topic],
             }
             for pair in snapshot.pairs
         ],

@@ -12,7 +12,8 @@ from __future__ import annotations
 import logging
 import os
 import pwd
-from collections.abc import Mapping
+import shlex
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from pyspark import SparkConf, SparkContext
@@ -23,6 +24,7 @@ from validator.errors import InputError
 KAFKA_CONNECTOR = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.0.0"
 DEFAULT_MASTER = "local[*]"
 _UNDER_SPARK_SUBMIT = "PYSPARK_GATEWAY_PORT"  # set by spark-submit for the Python driver
+_SUBMIT_ARGS = "PYSPARK_SUBMIT_ARGS"  # pyspark's arguments to the spark-submit it runs
 _CONNECTOR_IN_M2 = Path(
     ".m2/repository/org/apache/spark/spark-sql-kafka-0-10_2.13/4.0.0",
     "spark-sql-kafka-0-10_2.13-4.0.0.jar",
@@ -47,11 +49,16 @@ _DEFAULTS = {
 
 
 def spark_session(
-    master: str | None, extra: Mapping[str, str], connector_jars: str | None = None
+    master: str | None,
+    extra: Mapping[str, str],
+    connector_jars: str | None = None,
+    own_jars: Sequence[str] = (),
 ) -> SparkSession:
     """A SparkSession on ``master`` (None: spark-submit's, else local[*]), with the Kafka
     connector from ``connector_jars`` (local files, globs allowed) or else resolved by Spark
-    from the local Maven repository."""
+    from the local Maven repository, and ``own_jars`` (the merge plan's) on the driver's and
+    the executors' classpath. Under spark-submit the driver's classpath is its command line's
+    (--jars), and nothing here changes it."""
     under_spark_submit = _UNDER_SPARK_SUBMIT in os.environ
     if (master or ("" if under_spark_submit else DEFAULT_MASTER)).startswith("local"):
         # Everything in this process: loopback spares the hostname lookup and its warning. Never
@@ -71,7 +78,9 @@ def spark_session(
         # Nothing to resolve when Spark starts, so no home directory to resolve it into: the
         # validator image runs as any user id.
         del defaults["spark.jars.packages"]
-        defaults["spark.jars"] = connector_jars
+        defaults["spark.jars"] = ",".join([connector_jars, *own_jars])
+    elif own_jars and not under_spark_submit:
+        _submit_with_jars(own_jars)
     for key, value in {**defaults, **extra}.items():
         if not conf.contains(key):
             conf.set(key, value)
@@ -82,6 +91,15 @@ def spark_session(
     # py4j logs every connection it closes at INFO, through the root logger ours configured.
     logging.getLogger("py4j").setLevel(logging.WARNING)
     return session
+
+
+def _submit_with_jars(jars: Sequence[str]) -> None:
+    """``jars`` for the spark-submit that pyspark runs to start the JVM: there they join the
+    resolved packages in the one class loader, the driver's and the executors'. Not spark.jars
+    in the conf: pyspark sets its conf's list over the one spark-submit made of it and the
+    packages, and the executors would have the merge jar without the Kafka client it calls."""
+    args = os.environ.get(_SUBMIT_ARGS, "pyspark-shell")
+    os.environ[_SUBMIT_ARGS] = f"--jars {shlex.quote(','.join(jars))} {args}"
 
 
 def _check_connector() -> None:

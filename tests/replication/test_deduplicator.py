@@ -166,6 +166,8 @@ def test_data_mix_reaches_the_destination_exactly_once(
     audit = run_validate(envs["validator"], tmp_path / "audit", "--require-complete")
     assert audit.status == 0, audit.stdout + audit.stderr
     assert {topic["match"] for topic in audit.report["topics"]} == {"provenance"}
+    # Proven by the merge (issue 20), through the secured listeners too: one read of each side.
+    assert {topic["plan"] for topic in audit.report["topics"]} == {"merge"}
     assert audit.report["totals"]["matched"] == written_total
     assert len(audit.report["partitions"]) == mix.total_partitions
     if security == "secured":

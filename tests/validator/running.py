@@ -11,6 +11,7 @@ from typing import Any
 
 from runtime.settings import role_environment
 from tests.replication.processes import REPOSITORY_ROOT
+from validator.merge_jar import merge_jar
 from validator.session import KAFKA_CONNECTOR
 
 SPARK_SUBMIT_MASTER = "local[2]"
@@ -37,8 +38,8 @@ def run_validate(
     spark_submit: bool = False,
 ) -> Validation:
     """`exactly validate`, or with ``spark_submit`` the same job given to Spark's own launcher
-    (`spark-submit --master local[2] --packages <connector> validator/submit.py`), as a Spark
-    user would."""
+    (`spark-submit --master local[2] --packages <connector> --jars <merge jar>
+    validator/submit.py`), as a Spark user would."""
     out_dir.mkdir(parents=True, exist_ok=True)
     report, chart = out_dir / "report.json", out_dir / "report.html"
     if spark_submit:
@@ -48,6 +49,9 @@ def run_validate(
             SPARK_SUBMIT_MASTER,
             "--packages",
             KAFKA_CONNECTOR,
+            # The merge plan's jar, as the README tells a spark-submit user to pass it.
+            "--jars",
+            str(merge_jar()),
             str(REPOSITORY_ROOT / "validator" / "submit.py"),
         ]
         env = {**env, "PYSPARK_PYTHON": sys.executable}

@@ -29,6 +29,7 @@ def _report(findings, *, require_complete=False, two_way=False):
     return build_report(
         SNAPSHOT,
         modes={"orders": "provenance"},
+        plans={"orders": "merge"},
         records={("source", "orders", 0): 10, ("destination", "orders", 0): 10},
         findings=findings,
         examples={"missing": [], "in_flight": [{"partition": 1}]},

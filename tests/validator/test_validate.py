@@ -4,7 +4,10 @@ Spark cluster; bad input is one line and exit 2."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
+import sys
 import uuid
 
 import pytest
@@ -61,6 +64,10 @@ def _assert_planted_faults_reported(result: Validation, planted: list[Planted], 
     report = result.report
     assert report["verdict"] == "discrepancy"
     assert {t["match"] for t in report["topics"]} == {match}
+    # The merge met the faults and handed the topic to the join plan, which names them (the
+    # progress lines: stderr, or stdout under spark-submit).
+    assert "merging" in result.stdout + result.stderr, result.stdout + result.stderr
+    assert {t["plan"] for t in report["topics"]} == {"join"}
     totals = report["totals"]
     planted_kinds = {p.kind for p in planted}
     for kind in DISCREPANCY_KINDS:
@@ -194,8 +201,8 @@ def test_the_validator_images_connector_jars_audit_with_nothing_resolved(
     source_cluster, target_cluster, source_topic, tmp_path
 ):
     """The validator image's way (Dockerfile, stage exactly-validator): the jars the image build
-    copies from deps/spark-kafka-connector.xml, by the Dockerfile's own command (offline here:
-    `make install` resolved them), given as EXACTLY_SPARK_JARS."""
+    copies from deps/spark-kafka-connector.xml and the merge jar it builds, by the Dockerfile's
+    own commands (offline here: `make install` resolved them), given as EXACTLY_SPARK_JARS."""
     jars = tmp_path / "spark-jars"
     (copy_jars,) = stage_runs("connector")
     argv = as_argv(
@@ -207,6 +214,20 @@ def test_the_validator_images_connector_jars_audit_with_nothing_resolved(
     )
     subprocess.run([argv[0], "--offline", *argv[1:]], check=True, timeout=300)
     assert any(jars.glob("spark-sql-kafka-0-10_2.13-*.jar")), sorted(jars.iterdir())
+    # The merge jar, by the image's own command: compiled against those jars, into a cache of
+    # its own (not this machine's), and copied beside them as the image's last stage does.
+    (build_jar,) = [run for run in stage_runs("merge-jar") if "validator.merge_jar" in run]
+    built = tmp_path / "merge-jar"
+    command = build_jar.replace("/opt/spark-jars", str(jars))
+    command = command.replace("/opt/merge-jar", str(built))
+    command = command.replace("/opt/exactly/bin/python", sys.executable)
+    subprocess.run(
+        ["bash", "-c", command],
+        check=True,
+        timeout=300,
+        env={**os.environ, "LOCALKAFKA_CACHE_DIR": str(tmp_path / "cache")},
+    )
+    shutil.copy(built / "exactly-validator-merge.jar", jars)
     settings, _planted = _copy(
         target_cluster, source_cluster, source_topic, provenance=True, faults=False
     )
@@ -220,5 +241,7 @@ def test_the_validator_images_connector_jars_audit_with_nothing_resolved(
     )
     assert result.status == 0, result.stdout + result.stderr
     assert result.report["verdict"] == "clean"
+    assert {t["plan"] for t in result.report["topics"]} == {"merge"}
+    assert "merge plan's jar" not in result.stderr  # neither built nor missing
     # Spark's package resolver (Ivy) never ran: it announces itself on stderr when it does.
     assert ":: resolving dependencies ::" not in result.stderr, result.stderr
