@@ -34,7 +34,8 @@ ExactlyError                        root: every package's errors derive from it
 │   └── NoOffsetsError              not one selected group's offsets could be fetched
 ├── ValidatorError                  the audit (exit 3 unless a subclass says otherwise)
 │   ├── InputError                  bad input: a cluster out of reach, an unknown topic (exit 2)
-│   └── IncompleteError             the audit could not finish: no verdict (exit 3)
+│   ├── IncompleteError             the audit could not finish: no verdict (exit 3)
+│   └── MergeJarError               the merge plan's jar cannot be built: the join plan serves
 ├── DemoError                       exactly demo: a failure of the demo itself, not a verdict
 │   └── GroupNotMovedError          the failover step's group did not arrive on the target
 ├── ChaosError                      exactly chaos: a failure of the run itself, not a verdict

@@ -15,17 +15,18 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from runtime.logs import get_logger
 from runtime.settings import DESTINATION_PREFIX, SOURCE_PREFIX, Settings
 from validator.compare import find_events
-from validator.errors import InputError
+from validator.errors import InputError, MergeJarError
 from validator.java_client import java_options
 from validator.kinds import CONTENT, MATCHED, PROVENANCE, RECORD_COUNTS, SOURCE_RECORD
-from validator.merge import Merged, merge_all, merge_available
-from validator.merge_jar import MergeJarError, jar_named_in, merge_jar
+from validator.merge import Merged, java_message, merge_all, merge_available
+from validator.merge_jar import jar_named_in, merge_jar
 from validator.progress import Progress
 from validator.read import DESTINATION, SOURCE, read_both_sides
 from validator.report import build_report, example_rows
@@ -106,14 +107,22 @@ def _audit(
             + ", ".join(f"{topic}: by {mode}" for topic, mode in modes.items())
             + ")"
         )
-        merged = merge_all(
-            spark,
-            snapshot,
-            modes,
-            two_way=options.two_way,
-            source=cluster_options[0],
-            destination=cluster_options[1],
-        )
+        try:
+            merged = merge_all(
+                spark,
+                snapshot,
+                modes,
+                two_way=options.two_way,
+                source=cluster_options[0],
+                destination=cluster_options[1],
+            )
+        except Py4JJavaError as exc:
+            # The join plan may still give a verdict (a bug of the merge's must not cost one);
+            # where the clusters are the cause, it fails too and says so.
+            _log.warning(
+                "the merge failed: every topic is checked by the join plan",
+                reason=java_message(exc),
+            )
     elif options.plan == AUTO:
         _log.warning(
             "the merge plan's jar is not on the driver's classpath: every topic is checked by "

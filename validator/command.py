@@ -296,5 +296,6 @@ def _is_spark_error(exc: Exception) -> bool:
 
 
 def _first_line(exc: Exception) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    from validator.merge import java_message
+
+    return java_message(exc)

@@ -144,6 +144,21 @@ def _count(merged: Merged, topic: str, partition: int, result: dict[str, Any]) -
         )
 
 
+def java_message(exc: Exception) -> str:
+    """The first line of what the JVM said: a Spark job's failure names the task's exception
+    there ("Job aborted due to stage failure: ... java.lang.IllegalStateException: ..."), where
+    py4j's own first line only names the call."""
+    java = getattr(exc, "java_exception", None)
+    text = str(exc)
+    if java is not None:
+        try:
+            text = str(java.getMessage() or java.toString())
+        except Exception:  # the gateway gone with the JVM: py4j's own text is all there is
+            text = str(exc)
+    lines = text.strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
+
+
 def _jvm(spark: SparkSession) -> Any:
     # py4j's view of the driver's JVM: classes are looked up by attribute, dynamically.
     return spark.sparkContext._jvm

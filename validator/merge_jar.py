@@ -28,6 +28,7 @@ import pyspark
 
 from runtime.cache import cache_root
 from runtime.logs import get_logger
+from validator.errors import MergeJarError
 
 SOURCES = Path(__file__).with_name("java")
 MERGE_CLASS = "io.kafkaexactly.validator.MergeJob"
@@ -38,10 +39,6 @@ _KAFKA_CLIENTS = Path(
 )
 _JAVAC_TIMEOUT_S = 300
 _log = get_logger("validator")
-
-
-class MergeJarError(Exception):
-    """The jar cannot be built here: no JDK, or no Kafka client to compile against."""
 
 
 def merge_jar(spark_jars: str | None = None) -> Path:

@@ -47,9 +47,11 @@ final class PartitionMerge {
     if (task.source == null || task.destination == null) {
       return result.unproven("the partition exists on one side only");
     }
-    try (PartitionReader sources = reader(source, task.topic, task.partition, task.source);
+    try (PartitionReader sources =
+            reader(source, "source", task.topic, task.partition, task.source);
         PartitionReader copies =
-            reader(destination, task.destinationTopic, task.partition, task.destination)) {
+            reader(destination, "destination", task.destinationTopic, task.partition,
+                task.destination)) {
       return "content".equals(task.mode)
           ? byContent(task, sources, copies, result)
           : byProvenance(task, sources, copies, result);
@@ -57,8 +59,9 @@ final class PartitionMerge {
   }
 
   private static PartitionReader reader(
-      Map<String, String> cluster, String topic, int partition, PartitionTask.Range range) {
-    return new PartitionReader(cluster, topic, partition, range.start, range.end);
+      Map<String, String> cluster, String side, String topic, int partition,
+      PartitionTask.Range range) {
+    return new PartitionReader(cluster, side, topic, partition, range.start, range.end);
   }
 
   /** Each copy names its source offset: the copies of this partition, in destination order,

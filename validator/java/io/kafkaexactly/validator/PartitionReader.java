@@ -34,7 +34,8 @@ final class PartitionReader implements AutoCloseable {
   private ConsumerRecord<byte[], byte[]> next;
   private boolean done;
 
-  PartitionReader(Map<String, String> cluster, String topic, int partition, long start, long end) {
+  PartitionReader(
+      Map<String, String> cluster, String side, String topic, int partition, long start, long end) {
     this.partition = new TopicPartition(topic, partition);
     this.end = end;
     this.done = start >= end;
@@ -52,7 +53,10 @@ final class PartitionReader implements AutoCloseable {
     // A fetch at a range's end that holds only a transaction marker waits this long for data
     // that is not coming.
     config.putIfAbsent("fetch.max.wait.ms", "10");
-    config.putIfAbsent("client.id", "exactly-validate-merge");
+    // One name per consumer: the client registers a JMX bean under it, and a name taken twice in
+    // one executor makes it log a warning with a stack trace.
+    String client = cluster.getOrDefault("client.id", "exactly-validate");
+    config.put("client.id", client + "-merge-" + side + "-" + topic + "-" + partition);
     this.consumer = new KafkaConsumer<>(config);
     if (!done) {
       consumer.assign(List.of(this.partition));
