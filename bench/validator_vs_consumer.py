@@ -109,6 +109,8 @@ def main() -> None:
             # Once more after: the machine may have been slower or faster meanwhile.
             reads.append(_read_both(sides, partitions, 2 * count))
             _say(f"baseline read 3: {reads[-1]:.2f} s")
+            spark_read = _spark_read(sides, 2 * count)
+            _say(f"Spark's plain read: {spark_read:.2f} s")
         finally:
             for cluster in clusters:
                 cluster.stop()
@@ -120,6 +122,7 @@ def main() -> None:
         "copy_seconds": round(copy_s, 2),
         "baseline_seconds_each_run": [round(s, 2) for s in reads],
         "baseline_seconds": round(min(reads), 2),
+        "spark_read_seconds": round(spark_read, 2),
         "validate": {
             plan: {
                 **validation,
@@ -217,6 +220,47 @@ def _read_both(sides: list[tuple[str, str]], partitions: int, count: int) -> flo
         consumer.close()
     if not value_bytes:
         raise RuntimeError("baseline: no value read")
+    return seconds
+
+
+# Spark's Kafka source reading both topics once and counting what it read, in a process of its
+# own as validate runs: the same session settings and read options as the join plan
+# (validator/read.py).
+_SPARK_READ = """
+import sys
+from pyspark.sql import functions as F
+from validator.session import spark_session
+spark = spark_session(None, {})
+frames = [
+    spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+    .option("subscribe", topic).option("kafka.isolation.level", "read_committed")
+    .option("kafka.max.poll.records", "10000").option("kafka.fetch.max.wait.ms", "10")
+    .option("kafka.max.partition.fetch.bytes", str(8 * 1024 * 1024))
+    .option("kafka.fetch.max.bytes", str(64 * 1024 * 1024)).load()
+    for bootstrap, topic in (side.split("=", 1) for side in sys.argv[1:])
+]
+both = frames[0].unionByName(frames[1])
+# One job over both topics, every value touched (its length summed), as the baseline does.
+count, _value_bytes = both.agg(F.count("*"), F.sum(F.length("value"))).collect()[0]
+spark.stop()
+print(count)
+"""
+
+
+def _spark_read(sides: list[tuple[str, str]], count: int) -> float:
+    """Seconds for Spark's own Kafka source to read both topics, start-up included."""
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-c", _SPARK_READ, *(f"{b}={t}" for b, t in sides)],
+        env=role_environment({"SPARK_LOCAL_IP": "127.0.0.1"}),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    seconds = time.monotonic() - started
+    if done.returncode != 0 or int(done.stdout.split()[-1]) != count:
+        raise SystemExit(f"Spark's plain read: {done.stdout[-500:]} {done.stderr[-2000:]}")
     return seconds
 
 
@@ -420,6 +464,10 @@ def _report(n: dict) -> None:
             f"{baseline:.2f} s  {2 * count / baseline:,.0f} records/s  "
             f"(fastest of three runs: {runs})",
         ),
+        (
+            "context: Spark's plain read of both",
+            f"{n['spark_read_seconds']:.2f} s  (its Kafka source, one job, start-up included)",
+        ),
     ]
     for plan, v in n["validate"].items():
         wall = v["validate_wall_seconds"]
@@ -430,7 +478,8 @@ def _report(n: dict) -> None:
             ),
             (
                 "  ratio to the baseline",
-                f"{v['ratio']:.2f}x  (goal <= {n['goal_ratio']:.1f}x; report's own seconds "
+                f"{v['ratio']:.2f}x  (goal <= {n['goal_ratio']:.1f}x; "
+                f"{wall / n['spark_read_seconds']:.2f}x Spark's plain read; report's own seconds "
                 f"{v['validate_report_seconds']:.1f})",
             ),
             (
