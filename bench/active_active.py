@@ -23,13 +23,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from bench.clusters import bench_clusters
-from bench.payloads import Payloads
+from bench.topics import fill_topic, partition_count
 from localkafka import LocalCluster, RoleProcess
-from runtime import produce_when_room
 from runtime.names import FlowNames
 
 PARTITIONS = 12
@@ -50,28 +48,18 @@ def main() -> None:
             for mode in MODES if round_number % 2 == 0 else reversed(MODES):
                 topic = f"aa-{mode}-{round_number}"
                 for number, cluster in enumerate(clusters):
-                    _fill(cluster.bootstrap_servers, topic, args.size, args.records, number)
+                    fill_topic(
+                        cluster.bootstrap_servers,
+                        topic,
+                        PARTITIONS,
+                        args.size,
+                        args.records,
+                        first=number * args.records,
+                    )
                 seconds = _copy(a, b, topic, mode, base / topic)
                 results[mode].append(seconds)
                 print(f"round {round_number + 1} {mode:5} A->B {seconds:6.1f} s", flush=True)
     _report(results, args.records, args.size)
-
-
-def _fill(bootstrap: str, topic: str, size: int, count: int, side: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
-    time.sleep(1)
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "acks": "1"})
-    payloads = Payloads(size)  # a different value for every record (bench/payloads.py)
-    for i in range(count):
-        produce_when_room(
-            producer,
-            topic,
-            value=payloads.value(side * count + i),
-            key=b"k%d" % i,
-            partition=i % PARTITIONS,
-        )
-    producer.flush(120)
 
 
 def _env(source: LocalCluster, target: LocalCluster, topic: str, flow: str, base: Path):
@@ -103,7 +91,10 @@ def _copy(a: LocalCluster, b: LocalCluster, topic: str, mode: str, base: Path) -
         names = FlowNames(f"{topic}-ab")
         # Stage 1 committed past every record A's producers wrote: all in staging...
         _await_committed(a, names.replicator_group, local_ends)
-        staging = [TopicPartition(names.staging, p) for p in range(_partitions(b, names.staging))]
+        staging = [
+            TopicPartition(names.staging, p)
+            for p in range(partition_count(b.bootstrap_servers, names.staging))
+        ]
         # ... and stage 2 committed every envelope of them: all in B.
         _await_committed(b, names.deduplicator_group, _ends(b, staging))
         seconds = time.monotonic() - started
@@ -153,13 +144,6 @@ def _committed_total(cluster: LocalCluster, group: str, partitions: list[TopicPa
         return sum(max(tp.offset, 0) for tp in watcher.committed(partitions, timeout=10))
     finally:
         watcher.close()
-
-
-def _partitions(cluster: LocalCluster, topic: str) -> int:
-    metadata = AdminClient({"bootstrap.servers": cluster.bootstrap_servers}).list_topics(
-        topic, timeout=10
-    )
-    return len(metadata.topics[topic].partitions)
 
 
 def _report(results: dict[str, list[float]], count: int, size: int) -> None:

@@ -27,14 +27,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from bench.payloads import Payloads
+from bench.topics import fill_topic, partition_count
 from exactly.acls import ROLES, apply_flow_grants, flow_grants
 from exactly.localenv import secured_pair_environment
 from localkafka import LocalCluster, RoleProcess, start_all
-from runtime import load_settings, produce_when_room
+from runtime import load_settings
 from runtime.names import FlowNames
 
 PARTITIONS = 12
@@ -56,7 +55,7 @@ def main() -> None:
         try:
             source, target = clusters
             topic = "bench-tls"
-            _fill(source.bootstrap_servers, topic, args.size, args.records)
+            fill_topic(source.bootstrap_servers, topic, PARTITIONS, args.size, args.records)
             results: dict[tuple[str, str], list[float]] = {}
             for round_number in range(args.rounds):
                 for mode in MODES if round_number % 2 == 0 else reversed(MODES):
@@ -68,19 +67,6 @@ def main() -> None:
             for cluster in clusters:
                 cluster.stop()
     _report(results, args.records, args.size)
-
-
-def _fill(bootstrap: str, topic: str, size: int, count: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
-    time.sleep(1)
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "acks": "1"})
-    payloads = Payloads(size)  # a different value for every record (bench/payloads.py)
-    for i in range(count):
-        produce_when_room(
-            producer, topic, value=payloads.value(i), key=b"k%d" % i, partition=i % PARTITIONS
-        )
-    producer.flush(120)
 
 
 def _copy(
@@ -117,7 +103,10 @@ def _copy(
     )
     # Stage 2 alone: until its committed staging offsets reach staging's end (they commit in
     # the same transactions as the records they wrote).
-    staging = [TopicPartition(names.staging, p) for p in range(_staging_partitions(target, names))]
+    staging = [
+        TopicPartition(names.staging, p)
+        for p in range(partition_count(target.bootstrap_servers, names.staging))
+    ]
     probe = Consumer({"bootstrap.servers": target.bootstrap_servers, "group.id": "bench-probe"})
     ends = sum(probe.get_watermark_offsets(tp, timeout=10)[1] for tp in staging)
     probe.close()
@@ -169,13 +158,6 @@ def _committed(watcher: Consumer, partitions: list[TopicPartition]) -> int:
         return sum(max(tp.offset, 0) for tp in watcher.committed(partitions, timeout=10))
     except KafkaException:
         return 0
-
-
-def _staging_partitions(target: LocalCluster, names: FlowNames) -> int:
-    metadata = AdminClient({"bootstrap.servers": target.bootstrap_servers}).list_topics(
-        names.staging, timeout=10
-    )
-    return len(metadata.topics[names.staging].partitions)
 
 
 def _report(results: dict[tuple[str, str], list[float]], count: int, size: int) -> None:
