@@ -568,7 +568,7 @@ class ChaosRun:
         instances = self._world.instances if self._world is not None else {}
         return clean_up(
             self.view,
-            traffic=self._traffic,
+            traffics=[self._traffic] if self._traffic is not None else [],
             watch=watch,
             roles={name: instance.process for name, instance in instances.items()},
             # SIGKILL: a frozen (SIGSTOPped) instance would not answer SIGTERM.

@@ -7,7 +7,7 @@ It never raises: a step that fails is said, and the next one runs all the same.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from exactly.demo.clusters import DemoClusters, DemoLock
 from exactly.demo.destination import DestinationWatch
@@ -19,7 +19,7 @@ from localkafka import RoleProcess
 def clean_up(
     view: DemoView,
     *,
-    traffic: SampleTraffic | None,
+    traffics: Sequence[SampleTraffic],
     watch: DestinationWatch | None,
     roles: Mapping[str, RoleProcess],
     stop_role: Callable[[RoleProcess], object],
@@ -35,7 +35,7 @@ def clean_up(
             view.say(f"{what} failed: {exc}", style="red")
 
     quietly("stopping the display", lambda: view.stop_live())
-    if traffic is not None:
+    for traffic in traffics:  # one per cluster that produces (two in active-active)
         quietly("stopping the sample producer", traffic.stop)
     if watch is not None:
         quietly("closing the destination consumer", watch.close)

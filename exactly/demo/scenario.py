@@ -425,7 +425,7 @@ class DemoRun:
         watch, self._watch = self._watch, None
         return clean_up(
             self.view,
-            traffic=self._traffic,
+            traffics=[self._traffic] if self._traffic is not None else [],
             watch=watch,
             roles=self._roles,
             stop_role=lambda process: process.terminate(_CLEANUP_ROLE_STOP_TIMEOUT_S),

@@ -281,15 +281,9 @@ class ActiveActiveRun:
 
     def cleanup(self) -> bool:
         """Stop everything this run started; whether nothing is left running. Never raises."""
-        traffics = list(self._traffic.values())
-        for traffic in traffics[1:]:
-            try:
-                traffic.stop()
-            except Exception as exc:  # clean-up goes on whatever one step did
-                self.view.say(f"stopping a sample producer failed: {exc}", style="red")
         return clean_up(
             self.view,
-            traffic=traffics[0] if traffics else None,
+            traffics=list(self._traffic.values()),
             watch=None,
             roles=self._roles,
             stop_role=lambda process: process.terminate(_CLEANUP_ROLE_STOP_TIMEOUT_S),
