@@ -35,6 +35,7 @@ from confluent_kafka.admin import AdminClient
 
 import envelope
 from envelope import Envelope, EnvelopeError, SourceRecord
+from runtime import ErrorClass, classify, kafka_error_of
 
 SourcePartition = tuple[str, int]
 SourceRecords = dict[SourcePartition, list[SourceRecord]]
@@ -125,6 +126,35 @@ def read_source(bootstrap: str, topics: Iterable[str], timeout_s: float = 60.0) 
         return records
     finally:
         consumer.close()
+
+
+def await_records(
+    bootstrap: str,
+    topics: Iterable[str],
+    at_least: int,
+    timeout_s: float = 120.0,
+    supervise: Callable[[], object] = lambda: None,
+    every_s: float = 0.5,
+) -> SourceRecords:
+    """read_source of ``topics`` once they hold ``at_least`` records in all, or what they hold
+    at the deadline (the caller's assertions say what is missing). A topic stage 1 has not
+    created yet, or one whose partitions have no leader yet, reads as empty; ``supervise`` runs
+    between reads (restarting roles a test kills)."""
+    topics = sorted(topics)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            records = read_source(bootstrap, topics)
+        except LookupError:  # stage 1 has not created every destination topic yet
+            records = {}
+        except KafkaException as exc:  # a new topic's partitions without a leader yet
+            if classify(kafka_error_of(exc)) is not ErrorClass.RETRIABLE:
+                raise
+            records = {}
+        if sum(len(r) for r in records.values()) >= at_least or time.monotonic() > deadline:
+            return records
+        supervise()
+        time.sleep(every_s)
 
 
 def read_staging(

@@ -23,7 +23,7 @@ from tests.kafka_helpers import create_topic
 from tests.replication.datamix import ContinuousProducer, create_data_mix
 from tests.replication.processes import role_processes
 from tests.replication.scrape import free_port, sample, scrape, total
-from tests.replication.staging import read_source
+from tests.replication.staging import await_records, read_source
 from tests.secured import assert_no_secret, secrets_of, secured_flow
 from tests.validator.running import run_validate
 
@@ -40,22 +40,9 @@ def _content(record, *, provenance: bool):
 
 
 def _await_destination(target, source_records, timeout_s: float = 120.0, supervise=lambda: None):
-    topics = sorted({topic for topic, _ in source_records})
+    topics = {topic for topic, _ in source_records}
     expected = sum(len(records) for records in source_records.values())
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            destination = read_source(target.bootstrap_servers, topics)
-        except LookupError:  # stage 1 has not created every destination topic yet
-            destination = {}
-        except KafkaException as exc:  # a new topic's partitions without a leader yet
-            if classify(kafka_error_of(exc)) is not ErrorClass.RETRIABLE:
-                raise
-            destination = {}
-        if sum(len(r) for r in destination.values()) >= expected or time.monotonic() > deadline:
-            return destination
-        supervise()
-        time.sleep(0.5)
+    return await_records(target.bootstrap_servers, topics, expected, timeout_s, supervise)
 
 
 def assert_exactly_once(source_cluster, source_records, destination_records):

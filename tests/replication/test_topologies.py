@@ -11,19 +11,18 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from envelope import HEADER_PROVENANCE, carries_provenance, decode_provenance, find_provenance
 from offsetsync.groups import TRANSLATED_MARK
-from runtime import ErrorClass, classify, kafka_error_of
 from tests.backends import cold_cluster
 from tests.kafka_helpers import create_topic
 from tests.offsetsync.groups import await_committed, process_and_stop
 from tests.replication.datamix import ContinuousProducer
 from tests.replication.processes import role_processes
 from tests.replication.scrape import await_metric, free_port, sample, scrape
-from tests.replication.staging import SourceRecord, read_source
+from tests.replication.staging import SourceRecord, await_records, read_source
 from tests.validator.running import run_validate
 
 PARTITIONS = 4
@@ -293,19 +292,7 @@ def _count(records) -> int:
 
 
 def _await_copies(cluster, topic: str, at_least: int, timeout_s: float = 120.0):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            records = read_source(cluster.bootstrap_servers, [topic])
-        except LookupError:  # stage 1 has not created the destination topic yet
-            records = {}
-        except KafkaException as exc:  # a new topic's partitions without a leader yet
-            if classify(kafka_error_of(exc)) is not ErrorClass.RETRIABLE:
-                raise
-            records = {}
-        if sum(len(r) for r in records.values()) >= at_least or time.monotonic() > deadline:
-            return records
-        time.sleep(0.3)
+    return await_records(cluster.bootstrap_servers, [topic], at_least, timeout_s, every_s=0.3)
 
 
 # The name Schema Registry gives it (kafkastore.topic's default): not unique per test, so this
