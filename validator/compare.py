@@ -125,6 +125,11 @@ def _compaction(
 
     Only for those topics: the lookups read their records a second time (cached), and a
     compacted topic's records all have keys (Kafka refuses a keyless record in one)."""
+    if not (destination_compacted or source_compacted_by_content):
+        return events
+    # Each step below reads the events three times (the matched, the judged, the rest):
+    # computed once, not once for each (the joins and windows behind them are the audit's cost).
+    events = events.persist(StorageLevel.MEMORY_AND_DISK)
     matched = F.col("kind") == MATCHED
     # The side whose later copied record of the key replaced the one the cleaner removed.
     side_name = {"destination": "source", "source": "destination"}
