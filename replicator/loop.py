@@ -102,6 +102,7 @@ class Replicator:
         self.consumer = Consumer(consumer_config(self.settings, self._on_consumer_error))
         self.producer = self._new_producer()
         self._subscribed: list[str] = []
+        self._abandoning = False
 
     def _new_producer(self) -> Producer:
         return Producer(producer_config(self.settings, self.staging, self._on_producer_error))
@@ -109,6 +110,18 @@ class Replicator:
     # -- the loop -----------------------------------------------------------------------------
 
     def run(self) -> None:
+        """Copy until asked to stop, then drain. On the way out of a failure the clients are
+        closed here, never left to the interpreter's exit: a consumer destroyed during
+        finalization ran its callbacks into a dying interpreter and the process died of
+        SIGSEGV instead of exiting 1 (seen once in CI, on a refused CREATE)."""
+        try:
+            self._copy()
+        except BaseException:
+            self._abandon()
+            raise
+        self._drain()
+
+    def _copy(self) -> None:
         self._discover()
         next_discovery = time.monotonic() + DISCOVERY_INTERVAL_S
         next_commit = next_watchdog = time.monotonic()
@@ -137,7 +150,6 @@ class Replicator:
             if now >= next_discovery:
                 self._discover()
                 next_discovery = now + DISCOVERY_INTERVAL_S
-        self._drain()
 
     def _replicate(self, messages: list[Message]) -> None:
         # Lazily: a run is shipped as soon as it is cut, before the next row is made, so a lane
@@ -450,7 +462,8 @@ class Replicator:
         revoked = [
             self.lanes[k] for tp in partitions if (k := (tp.topic, tp.partition)) in self.lanes
         ]
-        self._commit(Why.HANDOVER, revoked, flush_s=REBALANCE_FLUSH_S)
+        if not self._abandoning:
+            self._commit(Why.HANDOVER, revoked, flush_s=REBALANCE_FLUSH_S)
         for lane in revoked:
             del self.lanes[(lane.topic, lane.partition)]
             self._forget_metrics(lane)
@@ -564,6 +577,17 @@ class Replicator:
                 )
 
     # -- shutdown -----------------------------------------------------------------------------
+
+    def _abandon(self) -> None:
+        """A fatal error: close without committing. The commit points stay where the last
+        commit left them (invariant 3 holds: they never lead the acknowledgements), and the
+        restart reads the rest again; a failing producer is not waited for."""
+        self._abandoning = True
+        self._retire_producer()
+        with contextlib.suppress(KafkaException, RuntimeError):
+            self.consumer.close()
+        with contextlib.suppress(KafkaException, RuntimeError):
+            self.producer.close(0)
 
     def _drain(self) -> None:
         """SIGTERM: stop fetching, wait for acknowledgements, commit them, leave the group."""
