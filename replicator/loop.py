@@ -28,7 +28,7 @@ from confluent_kafka import (
 )
 
 from envelope import RecordRow, carries_provenance, encode_rows
-from replicator.batching import Run, cut_runs, row_of
+from replicator.batching import Run, cut_runs, estimated_size, row_of
 from replicator.clients import consumer_config, producer_config, report_client_error
 from replicator.discovery import TopicDiscovery
 from replicator.flowrecords import FlowRecords
@@ -182,14 +182,17 @@ class Replicator:
             if run.has_headers
             else run.rows
         )
+        size = run.size
         if len(rows) < len(run.rows):
             self._passed_over(lane, len(run.rows) - len(rows))
+            # The byte counter counts what is copied, as the record counter does.
+            size -= sum(estimated_size(row) for row in run.rows if carries_provenance(row[5]))
         if not rows:
             lane.passed_over(covers, time.monotonic())
             return
         self._send(lane, rows, covers)
         self.metrics.records.labels(lane.topic).inc(len(rows))
-        self.metrics.bytes.labels(lane.topic).inc(run.size)
+        self.metrics.bytes.labels(lane.topic).inc(size)
 
     def _passed_over(self, lane: Lane, count: int) -> None:
         """Loop prevention (README, Topologies): a record that carries the provenance header

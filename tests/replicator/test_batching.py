@@ -11,6 +11,7 @@ from replicator.batching import (
     RECORD_OVERHEAD,
     Run,
     cut_runs,
+    estimated_size,
     row_of,
 )
 
@@ -41,6 +42,24 @@ def test_a_tombstone_without_key_or_headers():
     row, size = row_of(Message(topic="t", partition=0, offset=0, timestamp=(0, -1)))
     assert row == (0, -1, 0, None, None, ())
     assert size == RECORD_OVERHEAD
+
+
+def test_a_rows_size_estimated_from_the_row_is_row_ofs_estimate():
+    # What the byte counter subtracts for a copy passed over must be what row_of added for it.
+    for message in (
+        Message(
+            topic="t",
+            partition=0,
+            offset=3,
+            key=b"key",
+            value=b"x" * 300,
+            headers=[("a", b"12"), (HEADER_PROVENANCE, b"c/0/1"), ("n", None)],
+            timestamp=(TIMESTAMP_CREATE_TIME, 5),
+        ),
+        Message(topic="t", partition=0, offset=0, timestamp=(0, -1)),
+    ):
+        row, size = row_of(message)
+        assert estimated_size(row) == size
 
 
 def _row(offset: int, headers: tuple = ()) -> tuple:
