@@ -4,9 +4,13 @@ from its start nor skipped).
 
 A topic is taken in only once its destination exists with the source's partition count (the
 destination's partitions are the source's: stage 2 writes each record to its own partition).
-Every round checks the destination names of all the matching topics together: a topic that
-appears with the destination name of another (or of one of the flow's own topics) stops stage 1
-with DestinationCollisionError, exit 2, before anything of it is copied.
+Every round checks the destination names of all the matching topics together. A topic whose
+destination name is another's (or one of the flow's own topics') is never copied: a topic the
+flow has replicated keeps its name and goes on being copied, and the newcomer is left out (an
+error line when it is first met, ``left_out`` for the gauge while it lasts) until the settings or
+the topics change. Only
+a fresh flow's first look stops stage 1 on a collision (DestinationCollisionError, exit 2): there
+it is the settings' error, seen at deployment.
 """
 
 from __future__ import annotations
@@ -40,20 +44,24 @@ class TopicDiscovery:
         self.topics: dict[str, SourceTopic] = {}
         # Source topics deleted and recreated under their name, held back by policy: old id, new.
         self.recreated: dict[str, tuple[str, str]] = {}
+        # Source topics not copied as their destination name collides: topic -> why.
+        self.left_out: dict[str, str] = {}
+        self._looked = False
 
     def refresh(self, running: Collection[str]) -> bool:
         """Describe the source again; False (and the last answer kept) when it cannot be read.
 
         ``running``: the topics with assigned partitions, whose recreation under the policy
         ``replicate`` ends the process (ReplicatorError) so that its restart starts clean.
-        Two topics with one destination name end it too (DestinationCollisionError).
+        Two topics with one destination name end it on a fresh flow's first look only
+        (DestinationCollisionError); afterwards the newcomer is left out.
         """
         # Serves the admin clients' error callbacks (runtime.clients.RoleAdminClient), which
         # queue until a poll: every few seconds, not only while a start-up call fails.
         self._source_admin.poll(0)
         self._target_admin.poll(0)
         try:
-            found = describe_source_topics(self._source_admin, self._settings)
+            found = self._describe()
         except KafkaException as exc:
             log.warning("topic discovery failed", error=kafka_error_of(exc).str())
             return False
@@ -77,7 +85,31 @@ class TopicDiscovery:
     def describe(self, names: Collection[str]) -> None:
         """Learn topics assigned before discovery saw them (a rebalance can be first)."""
         if any(name not in self.topics for name in names):
-            self.topics.update(describe_source_topics(self._source_admin, self._settings))
+            self.topics.update(self._describe())
+
+    def _describe(self) -> dict[str, SourceTopic]:
+        established = self._records.replicated_topics()
+        # A fresh flow's first look: a collision is the settings' error, exit 2 at deployment.
+        # Once the flow copies, a topic made later with a clashing name must not stop it (the
+        # restart would meet the same topic: a crash loop that copies nothing).
+        strict = not established and not self._looked
+        left_out: dict[str, str] = {}
+        found = describe_source_topics(
+            self._source_admin,
+            self._settings,
+            established=established,
+            left_out=None if strict else lambda topic, error: left_out.update({topic: str(error)}),
+        )
+        self._looked = True
+        for topic, why in left_out.items():
+            if self.left_out.get(topic) != why:
+                log.error(
+                    "source topic not replicated: its destination name collides",
+                    topic=topic,
+                    error=why,
+                )
+        self.left_out = left_out
+        return found
 
     def recreated_detail(self, topic: str) -> str | None:
         """Why ``topic``'s partitions stay stopped, or None when they may run."""

@@ -61,6 +61,14 @@ class FlowRecords:
         value = self._values.get(f"{_TOPIC_ID_PREFIX}{topic}")
         return value["topic_id"] if value else None
 
+    def replicated_topics(self) -> set[str]:
+        """The source topics this flow has replicated (each has its topic id recorded)."""
+        return {
+            key.removeprefix(_TOPIC_ID_PREFIX)
+            for key, value in self._values.items()
+            if key.startswith(_TOPIC_ID_PREFIX) and value
+        }
+
     def record_topic_id(self, topic: str, topic_id: str) -> None:
         self._write(f"{_TOPIC_ID_PREFIX}{topic}", {"topic_id": topic_id})
 

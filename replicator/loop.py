@@ -103,6 +103,7 @@ class Replicator:
         self.producer = self._new_producer()
         self._subscribed: list[str] = []
         self._abandoning = False
+        self._left_out: set[str] = set()  # topics the topics_left_out gauge shows
 
     def _new_producer(self) -> Producer:
         return Producer(producer_config(self.settings, self.staging, self._on_producer_error))
@@ -544,7 +545,16 @@ class Replicator:
         if self.discovery.refresh(running):
             self._stop_recreated(self.lanes.values())
             self._subscribe(sorted(self.discovery.topics))
+            self._count_left_out()
         self._update_lag()
+
+    def _count_left_out(self) -> None:
+        gauge = self.metrics.topics_left_out
+        for topic in self._left_out - self.discovery.left_out.keys():
+            gauge.remove(topic)
+        for topic in self.discovery.left_out:
+            gauge.labels(topic).set(1)
+        self._left_out = set(self.discovery.left_out)
 
     def _subscribe(self, names: list[str]) -> None:
         if names == self._subscribed:

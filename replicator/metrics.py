@@ -50,6 +50,13 @@ class ReplicatorMetrics:
             ["topic", "partition", "reason"],
             registry=r,
         )
+        self.topics_left_out = Gauge(
+            "exactly_replicator_topics_left_out",
+            "Source topics not replicated (1 while left out) because their destination name "
+            "collides with a replicated topic's or the flow's own (README, Topologies).",
+            ["topic"],
+            registry=r,
+        )
         self.records_lost = Counter(
             "exactly_replicator_records_lost",
             "Source records deleted by retention before stage 1 read them.",

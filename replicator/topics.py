@@ -8,6 +8,7 @@ replicated history disappears (DESIGN.md §9: old timestamps vanish under a defa
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +22,7 @@ from replicator.errors import StagingMismatchError, TopicSetupError
 from replicator.flowrecords import FlowRecords
 from replicator.lanes import LANE_FUNCTION
 from runtime import Settings, get_logger, raise_if_refused
+from runtime.errors import DestinationCollisionError
 from runtime.settings import destination_names
 from runtime.topics import cluster_metadata, ensure_topic, require_operations
 
@@ -62,14 +64,28 @@ def topic_id_bytes(uuid: object) -> bytes:
     return bytes(most.to_bytes(8, "big") + least.to_bytes(8, "big"))
 
 
-def describe_source_topics(admin: AdminClient, settings: Settings) -> dict[str, SourceTopic]:
+def describe_source_topics(
+    admin: AdminClient,
+    settings: Settings,
+    *,
+    established: Collection[str] = (),
+    left_out: Callable[[str, DestinationCollisionError], None] | None = None,
+) -> dict[str, SourceTopic]:
     """Every source topic that the settings replicate, with partitions, id and configs.
 
     DestinationCollisionError when two of them (or one and a topic of the flow) would share a
-    destination: raised before anything of them is created, subscribed or copied.
+    destination: raised before anything of them is created, subscribed or copied; with
+    ``left_out``, a colliding topic that is not ``established`` is left out instead
+    (``destination_names``).
     """
     metadata = admin.list_topics(timeout=_TIMEOUT_S)
-    wanted = destination_names(settings, sorted(metadata.topics), invalid=_not_replicated)
+    wanted = destination_names(
+        settings,
+        sorted(metadata.topics),
+        invalid=_not_replicated,
+        established=established,
+        left_out=left_out,
+    )
     if not wanted:
         return {}
     descriptions = admin.describe_topics(TopicCollection(sorted(wanted)))

@@ -12,7 +12,7 @@ import difflib
 import functools
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -495,6 +495,8 @@ def destination_names(
     source_topics: Iterable[str],
     *,
     invalid: Callable[[str, ValueError], None] | None = None,
+    established: Collection[str] = (),
+    left_out: Callable[[str, DestinationCollisionError], None] | None = None,
 ) -> dict[str, str]:
     """The destination name of each of ``source_topics`` the settings replicate, by source
     name, in the order given.
@@ -504,6 +506,12 @@ def destination_names(
     (runtime/names.py) or one starting with __ (Kafka's internal topics): stage 2 would mix
     records of two topics in one, or write into what is not a copy. A name that is not a valid
     topic name raises ValueError, or goes to ``invalid`` (the topic left out) when given.
+
+    With ``left_out`` (stage 1 at work), a colliding topic that is not ``established`` (already
+    replicated) is left out and given to ``left_out`` instead: a topic created later under a
+    clashing name cannot take the destination, nor stop the copying, of the one there first.
+    Two newcomers that clash are both left out (neither has a claim); only a collision of two
+    established topics (the naming settings changed under them) still raises.
     """
     names: dict[str, str] = {}
     for topic in dict.fromkeys(source_topics):
@@ -516,35 +524,63 @@ def destination_names(
             continue
         if destination is not None:
             names[topic] = destination
-    _check_collisions(settings, names)
-    return names
+    kept = _without_collisions(settings, names, set(established), left_out)
+    return {source: destination for source, destination in names.items() if source in kept}
 
 
-def _check_collisions(settings: Settings, names: Mapping[str, str]) -> None:
+def _without_collisions(
+    settings: Settings,
+    names: Mapping[str, str],
+    established: set[str],
+    left_out: Callable[[str, DestinationCollisionError], None] | None,
+) -> set[str]:
+    """The sources of ``names`` that keep their destination (``destination_names``)."""
     own = {name: what for what, name in settings.names.topics.items()}
-    copied_from: dict[str, str] = {}
-    for source, destination in names.items():
-        if destination in own:
-            raise DestinationCollisionError(
-                _naming_variable(settings, [source], own[destination]),
-                f"source topic {source} would be copied to {destination}, the flow's own "
-                f"{own[destination]} topic: give it another destination name",
-            )
-        if destination.startswith("__"):
-            raise DestinationCollisionError(
-                _naming_variable(settings, [source]),
-                f"source topic {source} would be copied to {destination}: names starting with "
-                "__ are Kafka's internal topics and the flows'",
-            )
-        other = copied_from.setdefault(destination, source)
-        if other != source:
-            first, second = sorted((other, source))
-            raise DestinationCollisionError(
-                _naming_variable(settings, [first, second]),
-                f"source topics {first} and {second} would both be copied to {destination}: "
-                "one destination topic per source topic (rename them apart, or leave one out "
-                f"with {variable_name(('topics_exclude',))})",
-            )
+    claimed: dict[str, str] = {}  # destination -> the source that has it
+    kept: set[str] = set()
+    # The established claim their names first, whatever the order of the names.
+    for source in sorted(names, key=lambda source: source not in established):
+        destination = names[source]
+        error = _collision(settings, own, claimed.get(destination), source, destination)
+        if error is None:
+            claimed[destination] = source
+            kept.add(source)
+            continue
+        if left_out is None or source in established:
+            raise error
+        left_out(source, error)
+        other = claimed.get(destination)
+        if other is not None and other not in established and other in kept:
+            kept.discard(other)
+            left_out(other, error)
+    return kept
+
+
+def _collision(
+    settings: Settings, own: Mapping[str, str], other: str | None, source: str, destination: str
+) -> DestinationCollisionError | None:
+    """Why ``source`` may not be copied to ``destination`` (``other`` has it already), if so."""
+    if destination in own:
+        return DestinationCollisionError(
+            _naming_variable(settings, [source], own[destination]),
+            f"source topic {source} would be copied to {destination}, the flow's own "
+            f"{own[destination]} topic: give it another destination name",
+        )
+    if destination.startswith("__"):
+        return DestinationCollisionError(
+            _naming_variable(settings, [source]),
+            f"source topic {source} would be copied to {destination}: names starting with "
+            "__ are Kafka's internal topics and the flows'",
+        )
+    if other is not None and other != source:
+        first, second = sorted((other, source))
+        return DestinationCollisionError(
+            _naming_variable(settings, [first, second]),
+            f"source topics {first} and {second} would both be copied to {destination}: "
+            "one destination topic per source topic (rename them apart, or leave one out "
+            f"with {variable_name(('topics_exclude',))})",
+        )
+    return None
 
 
 def _naming_variable(settings: Settings, sources: list[str], flow_topic: str = "") -> str:

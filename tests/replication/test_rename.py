@@ -1,6 +1,7 @@
 """Topics renamed by a regular expression (issue 19) as users set it up: both stages and offset
 sync as processes write and translate onto the renamed destination, and two source topics
-renamed onto one name stop stage 1 with one line before anything of the second is copied."""
+renamed onto one name: the one replicated first keeps its name and the other is left out (a fresh
+flow whose settings clash stops with one line before anything is copied)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from tests.commands import run_exactly
 from tests.kafka_helpers import create_topic
 from tests.offsetsync.groups import await_committed, commit_offsets
 from tests.replication.processes import role_processes
+from tests.replication.scrape import await_metric, free_port
 from tests.replication.staging import read_source, read_staging
 from tests.replication.test_deduplicator import (
     _await_destination,
@@ -126,18 +128,31 @@ def test_a_renamed_topic_is_copied_exactly_once_and_its_groups_follow_it(
     await_committed(target_cluster.bootstrap_servers, group, renamed[orders], translated)
 
 
-def _staged_topics(target_cluster, env) -> set[str]:
-    """The source topics of the flow's envelopes in staging now."""
+def _staged(target_cluster, env) -> dict[str, set[bytes]]:
+    """The values in the flow's envelopes in staging now, by source topic."""
     staging = FlowNames(env["REPLICATION_FLOW"]).staging
     try:
         envelopes = read_staging(target_cluster.bootstrap_servers, staging)
     except LookupError:  # stage 1 has not created it yet
-        return set()
+        return {}
     except KafkaException as exc:  # its partitions without a leader yet
         if classify(kafka_error_of(exc)) is not ErrorClass.RETRIABLE:
             raise
-        return set()
-    return {staged.envelope.topic for staged in envelopes}
+        return {}
+    values: dict[str, set[bytes]] = {}
+    for staged in envelopes:
+        values.setdefault(staged.envelope.topic, set()).update(
+            record.value for record in staged.envelope.records
+        )
+    return values
+
+
+def _await_staged(target_cluster, env, topic: str, value: bytes, replicator) -> None:
+    deadline = time.monotonic() + 60
+    while value not in _staged(target_cluster, env).get(topic, set()):
+        assert replicator.is_running(), replicator.log_tail()
+        assert time.monotonic() < deadline, replicator.log_tail()
+        time.sleep(0.5)
 
 
 def _not_log_events(output: str) -> list[str]:
@@ -146,48 +161,60 @@ def _not_log_events(output: str) -> list[str]:
     return [line for line in output.splitlines() if not line.startswith(("ts=", "=== start"))]
 
 
-def test_two_topics_renamed_onto_one_name_stop_stage_1_with_one_line(
+def test_a_topic_renamed_onto_a_replicated_ones_name_is_left_out_and_stage_1_copies_on(
     source_cluster, target_cluster, unique_topic, roles, tmp_path
 ):
     base = unique_topic("collide")
     orders, sales = f"{base}.orders", f"{base}.sales"
-    line = (
-        f"exactly replicator: configuration error: REPLICATION_TOPICS_RENAME_PATTERN: source "
-        f"topics {orders} and {sales} would both be copied to dc1.{base}.sales: one destination "
-        "topic per source topic (rename them apart, or leave one out with "
-        "REPLICATION_TOPICS_EXCLUDE)"
+    why = (
+        f"REPLICATION_TOPICS_RENAME_PATTERN: source topics {orders} and {sales} would both be "
+        f"copied to dc1.{base}.sales: one destination topic per source topic (rename them "
+        "apart, or leave one out with REPLICATION_TOPICS_EXCLUDE)"
     )
     producer = Producer({"bootstrap.servers": source_cluster.bootstrap_servers})
     create_topic(source_cluster.bootstrap_servers, orders)
     producer.produce(orders, value=b"an order")
     assert producer.flush(30) == 0
     env = _rename_flow(source_cluster, target_cluster, tmp_path, unique_topic, base)
+    port = str(free_port())
 
     # Replicating orders alone, until its record is in staging.
-    replicator = roles.start("replicator", env)
-    deadline = time.monotonic() + 60
-    while orders not in _staged_topics(target_cluster, env):
-        assert replicator.is_running(), replicator.log_tail()
-        assert time.monotonic() < deadline, replicator.log_tail()
-        time.sleep(0.5)
-    # A topic that appears later with the same destination name: the next discovery stops
-    # stage 1, exit 2, before a record of it is copied.
+    replicator = roles.start("replicator", {**env, "METRICS_PORT": port})
+    _await_staged(target_cluster, env, orders, b"an order", replicator)
+    # A topic made later with the same destination name: left out, said and counted; orders,
+    # there first, keeps its name and goes on being copied.
     create_topic(source_cluster.bootstrap_servers, sales)
     producer.produce(sales, value=b"a sale")
     assert producer.flush(30) == 0
-    assert replicator.wait(60) == 2
-    assert _not_log_events(replicator.log_text()) == [line]
-    assert _staged_topics(target_cluster, env) == {orders}
+    await_metric(port, "exactly_replicator_topics_left_out", 1, topic=sales)
+    left_out = 'msg="source topic not replicated: its destination name collides"'
+    assert replicator.log_text().count(left_out) == 1  # once, not every discovery round
+    assert f"topic={sales}" in replicator.log_text()
+    assert why in replicator.log_text()
+    producer.produce(orders, value=b"a second order")
+    assert producer.flush(30) == 0
+    _await_staged(target_cluster, env, orders, b"a second order", replicator)
 
-    # `exactly replicator` started with both topics there: the same line, at once.
-    started = run_exactly("replicator", env=role_environment(env), timeout_s=120)
+    # A restart meets both topics: orders was replicated, so it goes on and sales stays out.
+    assert replicator.terminate() == 0
+    restarted = roles.start("replicator", {**env, "METRICS_PORT": port}, name="restarted")
+    await_metric(port, "exactly_replicator_topics_left_out", 1, topic=sales)
+    assert restarted.is_running(), restarted.log_tail()
+    assert left_out in restarted.log_text()
+    assert _staged(target_cluster, env).keys() == {orders}
+
+    # A fresh flow whose settings clash from its first look: the settings' error, exit 2, with
+    # one line and nothing subscribed.
+    fresh = _rename_flow(source_cluster, target_cluster, tmp_path, unique_topic, base)
+    started = run_exactly("replicator", env=role_environment(fresh), timeout_s=120)
     assert started.returncode == 2, started.stderr
-    assert _not_log_events(started.stderr) == [line]
+    assert _not_log_events(started.stderr) == [f"exactly replicator: configuration error: {why}"]
     assert "subscribed" not in started.stderr
 
 
 def test_the_audit_and_the_acls_refuse_the_same_collision():
-    """What stage 1 stops on, `exactly validate` and `exactly acls` refuse with the same words."""
+    """What a fresh flow's stage 1 stops on (and a running one leaves out), `exactly validate`
+    and `exactly acls` refuse with the same words."""
     settings = load_settings(
         {
             "KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS": "source:9092",

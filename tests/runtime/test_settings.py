@@ -682,6 +682,37 @@ def test_two_topics_renamed_to_one_name_collide():
     assert destination_names(mended, ["eu.orders", "eu.sales"]) == {"eu.orders": "dc1.eu.sales"}
 
 
+def test_at_work_a_newcomer_that_collides_is_left_out_and_the_established_topic_kept():
+    loaded = rename(REPLICATION_DESTINATION_TOPIC="dc1.{topic}")
+    left_out: list[tuple[str, str]] = []
+
+    def names(topics, established):
+        left_out.clear()
+        return destination_names(
+            loaded,
+            topics,
+            established=established,
+            left_out=lambda topic, error: left_out.append((topic, str(error))),
+        )
+
+    # The established topic keeps its name whichever sorts first; the newcomer is left out,
+    # with the collision's own line.
+    for established, newcomer in (("eu.sales", "eu.orders"), ("eu.orders", "eu.sales")):
+        assert names(["eu.orders", "eu.payments", "eu.sales"], {established}) == {
+            "eu.payments": "dc1.eu.payments",
+            established: "dc1.eu.sales",
+        }
+        assert left_out == [(newcomer, str(collision(loaded, ["eu.orders", "eu.sales"])))]
+    # Two newcomers: neither has a claim.
+    assert names(["eu.orders", "eu.payments", "eu.sales"], {"eu.payments"}) == {
+        "eu.payments": "dc1.eu.payments"
+    }
+    assert sorted(topic for topic, _ in left_out) == ["eu.orders", "eu.sales"]
+    # Two established topics made to clash by a change of the settings: that is still an error.
+    with pytest.raises(DestinationCollisionError):
+        names(["eu.orders", "eu.sales"], {"eu.orders", "eu.sales"})
+
+
 def test_a_topic_copied_onto_a_topic_of_the_flow_collides():
     loaded = load(
         REPLICATION_TOPICS_INCLUDE=".*",
