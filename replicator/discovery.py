@@ -6,11 +6,12 @@ A topic is taken in only once its destination exists with the source's partition
 destination's partitions are the source's: stage 2 writes each record to its own partition).
 Every round checks the destination names of all the matching topics together. A topic whose
 destination name is another's (or one of the flow's own topics') is never copied: a topic the
-flow has replicated keeps its name and goes on being copied, and the newcomer is left out (an
-error line when it is first met, ``left_out`` for the gauge while it lasts) until the settings or
-the topics change. Only
-a fresh flow's first look stops stage 1 on a collision (DestinationCollisionError, exit 2): there
-it is the settings' error, seen at deployment.
+flow has replicated keeps its name and goes on being copied, and a topic made later under a
+clashing name is left out (an error line when it is first met, ``left_out`` for the gauge while it
+lasts, and a record in the flow's meta topic) until the settings or the topics change. At
+start-up a collision the flow has not met before is the settings' error (a new rename, a fresh
+flow): stage 1 stops with DestinationCollisionError, exit 2, one line. One it has met (its
+newcomer recorded as left out) is not: the restart goes on copying the others.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from replicator.errors import ReplicatorError
 from replicator.flowrecords import FlowRecords
 from replicator.topics import SourceTopic, describe_source_topics, ensure_destination
 from runtime import ExactlyError, NotAuthorizedError, Settings, get_logger, kafka_error_of
-from runtime.errors import AuthenticationError
+from runtime.errors import AuthenticationError, DestinationCollisionError
 
 log = get_logger(__name__)
 
@@ -53,8 +54,8 @@ class TopicDiscovery:
 
         ``running``: the topics with assigned partitions, whose recreation under the policy
         ``replicate`` ends the process (ReplicatorError) so that its restart starts clean.
-        Two topics with one destination name end it on a fresh flow's first look only
-        (DestinationCollisionError); afterwards the newcomer is left out.
+        Two topics with one destination name end it at start-up only, when the flow has not met
+        that collision before (DestinationCollisionError); afterwards the newcomer is left out.
         """
         # Serves the admin clients' error callbacks (runtime.clients.RoleAdminClient), which
         # queue until a poll: every few seconds, not only while a start-up call fails.
@@ -88,17 +89,22 @@ class TopicDiscovery:
             self.topics.update(self._describe())
 
     def _describe(self) -> dict[str, SourceTopic]:
-        established = self._records.replicated_topics()
-        # A fresh flow's first look: a collision is the settings' error, exit 2 at deployment.
-        # Once the flow copies, a topic made later with a clashing name must not stop it (the
-        # restart would meet the same topic: a crash loop that copies nothing).
-        strict = not established and not self._looked
+        recorded = self._records.left_out_topics()
         left_out: dict[str, str] = {}
+
+        def leave_out(topic: str, error: DestinationCollisionError) -> None:
+            # At start-up the settings are what is new: a collision not met before is their
+            # error. Once running (or one met before), the newcomer must not stop the others:
+            # the restart would meet it again, a crash loop that copies nothing.
+            if not self._looked and topic not in recorded:
+                raise error
+            left_out[topic] = str(error)
+
         found = describe_source_topics(
             self._source_admin,
             self._settings,
-            established=established,
-            left_out=None if strict else lambda topic, error: left_out.update({topic: str(error)}),
+            established=self._records.replicated_topics(),
+            left_out=leave_out,
         )
         self._looked = True
         for topic, why in left_out.items():
@@ -108,6 +114,8 @@ class TopicDiscovery:
                     topic=topic,
                     error=why,
                 )
+            if topic not in recorded:
+                self._records.record_left_out(topic, why)
         self.left_out = left_out
         return found
 

@@ -24,6 +24,7 @@ log = get_logger(__name__)
 
 LANES_KEY = "lanes"
 _TOPIC_ID_PREFIX = "topic-id:"
+_LEFT_OUT_PREFIX = "left-out:"
 _TIMEOUT_S = 30.0
 
 
@@ -63,10 +64,20 @@ class FlowRecords:
 
     def replicated_topics(self) -> set[str]:
         """The source topics this flow has replicated (each has its topic id recorded)."""
+        return self._topics_under(_TOPIC_ID_PREFIX)
+
+    def left_out_topics(self) -> set[str]:
+        """The source topics this flow has left out as their destination name collides."""
+        return self._topics_under(_LEFT_OUT_PREFIX)
+
+    def record_left_out(self, topic: str, why: str) -> None:
+        self._write(f"{_LEFT_OUT_PREFIX}{topic}", {"why": why})
+
+    def _topics_under(self, prefix: str) -> set[str]:
         return {
-            key.removeprefix(_TOPIC_ID_PREFIX)
+            key.removeprefix(prefix)
             for key, value in self._values.items()
-            if key.startswith(_TOPIC_ID_PREFIX) and value
+            if key.startswith(prefix) and value
         }
 
     def record_topic_id(self, topic: str, topic_id: str) -> None:

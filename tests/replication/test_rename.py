@@ -203,18 +203,31 @@ def test_a_topic_renamed_onto_a_replicated_ones_name_is_left_out_and_stage_1_cop
     assert left_out in restarted.log_text()
     assert _staged(target_cluster, env).keys() == {orders}
 
-    # A fresh flow whose settings clash from its first look: the settings' error, exit 2, with
-    # one line and nothing subscribed.
+    assert restarted.terminate() == 0
+
+    # At start-up a clash the flow has not met is the settings' error: exit 2, one line, nothing
+    # subscribed. A new rename of this flow that sends refunds onto orders' name:
+    refunds = f"{base}.refunds"
+    create_topic(source_cluster.bootstrap_servers, refunds)
+    renamed = {**env, "REPLICATION_TOPICS_RENAME_PATTERN": r"(.*)\.(orders|refunds)"}
+    clash = (
+        f"source topics {orders} and {refunds} would both be copied to dc1.{base}.sales: one "
+        "destination topic per source topic"
+    )
+    # And a fresh flow over the same topics.
     fresh = _rename_flow(source_cluster, target_cluster, tmp_path, unique_topic, base)
-    started = run_exactly("replicator", env=role_environment(fresh), timeout_s=120)
-    assert started.returncode == 2, started.stderr
-    assert _not_log_events(started.stderr) == [f"exactly replicator: configuration error: {why}"]
-    assert "subscribed" not in started.stderr
+    for settings, words in ((renamed, clash), (fresh, why)):
+        started = run_exactly("replicator", env=role_environment(settings), timeout_s=120)
+        assert started.returncode == 2, started.stderr
+        [line] = _not_log_events(started.stderr)
+        assert line.startswith("exactly replicator: configuration error: "), line
+        assert words in line
+        assert "subscribed" not in started.stderr
 
 
 def test_the_audit_and_the_acls_refuse_the_same_collision():
-    """What a fresh flow's stage 1 stops on (and a running one leaves out), `exactly validate`
-    and `exactly acls` refuse with the same words."""
+    """What stage 1 stops on at start-up (and a running one leaves out), `exactly validate` and
+    `exactly acls` refuse with the same words."""
     settings = load_settings(
         {
             "KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS": "source:9092",
