@@ -111,10 +111,10 @@ class Replicator:
     # -- the loop -----------------------------------------------------------------------------
 
     def run(self) -> None:
-        """Copy until asked to stop, then drain. On the way out of a failure the clients are
-        closed here, never left to the interpreter's exit: a consumer destroyed during
-        finalization ran its callbacks into a dying interpreter and the process died of
-        SIGSEGV instead of exiting 1 (seen once in CI, on a refused CREATE)."""
+        """Copy until asked to stop, then drain. On the way out of a failure the consumer is
+        closed here rather than by the interpreter's exit: once in CI a stage that had logged
+        its fatal error (a refused CREATE) died of SIGSEGV instead of exiting 1, and clients
+        left running into the exit are the likely cause (not reproduced since)."""
         try:
             self._copy()
         except BaseException:
@@ -594,17 +594,26 @@ class Replicator:
     def _abandon(self) -> None:
         """A fatal error: close without committing. The commit points stay where the last
         commit left them (invariant 3 holds: they never lead the acknowledgements), and the
-        restart reads the rest again; a failing producer is not waited for."""
+        restart reads the rest again."""
         self._abandoning = True
-        self._retire_producer()
+        self._release_producer()
         with contextlib.suppress(KafkaException, RuntimeError):
             self.consumer.close()
-        with contextlib.suppress(KafkaException, RuntimeError):
-            self.producer.close(0)
+
+    def _release_producer(self) -> None:
+        """Let the producer go before the process exits. Its envelopes' delivery callbacks hold
+        this loop, and so the producer, where the collector cannot see them: purged and served
+        (their reports touch no lane), they let runtime/role.py destroy it. Not close(): that
+        flushes without a bound (message.timeout.ms 0)."""
+        self._session += 1
+        self._retire_producer()
+        with contextlib.suppress(KafkaException):
+            self.producer.flush(0)
 
     def _drain(self) -> None:
         """SIGTERM: stop fetching, wait for acknowledgements, commit them, leave the group."""
         log.info("draining", lanes=len(self.lanes))
         self._commit(Why.HANDOVER, flush_s=DRAIN_FLUSH_S)
         self.consumer.close()
+        self._release_producer()  # what the flush left unacknowledged is read again
         log.info("drained")

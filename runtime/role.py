@@ -118,7 +118,8 @@ def _destroy_clients() -> None:
     in a reference cycle (its callbacks are bound methods of the loop that owns it) outlives
     the work, and freeze_startup_garbage puts it out of the collector's reach: its native
     threads would then still run while the interpreter and the TLS library are torn down at
-    exit, where a stage once died of SIGSEGV (-11) instead of exiting 1."""
+    exit. The likely cause of the one SIGSEGV (-11) seen in CI from a stage that had logged
+    its fatal error and was to exit 1."""
     gc.unfreeze()
     gc.collect()
 
