@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from py4j.protocol import Py4JJavaError
+from py4j.protocol import Py4JError
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
@@ -25,7 +25,7 @@ from validator.compare import find_events
 from validator.errors import InputError, MergeJarError
 from validator.java_client import java_options
 from validator.kinds import CONTENT, MATCHED, PROVENANCE, RECORD_COUNTS, SOURCE_RECORD
-from validator.merge import Merged, java_message, merge_all, merge_available
+from validator.merge import Merged, java_message, merge_all, merge_unusable
 from validator.merge_jar import jar_named_in, merge_jar
 from validator.progress import Progress
 from validator.read import DESTINATION, SOURCE, read_both_sides
@@ -100,7 +100,8 @@ def _audit(
 ) -> dict[str, Any]:
     total = sum(r.size for pair in snapshot.pairs for r in pair.source.values())
     merged = Merged()
-    if options.plan == AUTO and merge_available(spark):
+    unusable = merge_unusable(spark) if options.plan == AUTO else None
+    if options.plan == AUTO and unusable is None:
         progress.phase(
             f"merging {snapshot.partition_count} partition pairs of {len(snapshot.pairs)} "
             f"topic(s) in offset order, up to {total:,} source offsets, one Spark task each ("
@@ -116,7 +117,7 @@ def _audit(
                 source=cluster_options[0],
                 destination=cluster_options[1],
             )
-        except Py4JJavaError as exc:
+        except Py4JError as exc:
             # The join plan may still give a verdict (a bug of the merge's must not cost one);
             # where the clusters are the cause, it fails too and says so.
             _log.warning(
@@ -125,9 +126,9 @@ def _audit(
             )
     elif options.plan == AUTO:
         _log.warning(
-            "the merge plan's jar is not on the driver's classpath: every topic is checked by "
-            "the join plan, which costs several reads of both topics (under spark-submit, pass "
-            "--jars with the path `python -m validator.merge_jar` prints)"
+            f"{unusable}: every topic is checked by the join plan, which costs several reads "
+            "of both topics (under spark-submit, pass --jars with the path `python -m "
+            "validator.merge_jar` prints)"
         )
     rest = tuple(pair for pair in snapshot.pairs if pair.source_topic not in merged.proven)
     records, findings, examples = dict(merged.records), dict(merged.findings), merged.examples

@@ -19,11 +19,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from py4j.java_gateway import JavaClass
+from py4j.protocol import Py4JError
 from pyspark.sql import SparkSession
 
 from runtime.logs import get_logger
 from validator.kinds import RECORD_COUNTS, SOURCE_RECORD
-from validator.merge_jar import MERGE_CLASS
+from validator.merge_jar import MERGE_CLASS, sources_digest
 from validator.read import DESTINATION, SOURCE
 from validator.snapshot import OffsetRange, Snapshot
 
@@ -43,12 +44,27 @@ class Merged:
     examples: list[dict[str, Any]] = field(default_factory=list)
 
 
-def merge_available(spark: SparkSession) -> bool:
-    """Whether the merge jar is on the driver's classpath (spark.jars, or spark-submit --jars)."""
+def merge_unusable(spark: SparkSession) -> str | None:
+    """Why the merge plan cannot run on this driver, or None when it can: its jar must be on
+    the driver's classpath (spark.jars, or spark-submit --jars) and be the build of the sources
+    installed here (a jar left from another version speaks another JSON)."""
     found = _jvm(spark)
     for part in MERGE_CLASS.split("."):
         found = getattr(found, part)
-    return isinstance(found, JavaClass)
+    if not isinstance(found, JavaClass):
+        return "the merge plan's jar is not on the driver's classpath"
+    try:
+        built_from = str(found.sourcesDigest())
+    except Py4JError:  # a jar older than the digest
+        built_from = ""
+    wanted = sources_digest()
+    if built_from != wanted:
+        return (
+            f"the merge plan's jar on the classpath was built from other sources "
+            f"({built_from[:16] or 'a build without a digest'}) than this kafka-exactly's "
+            f"({wanted[:16]})"
+        )
+    return None
 
 
 def merge_all(

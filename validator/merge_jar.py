@@ -33,6 +33,8 @@ from validator.errors import MergeJarError
 SOURCES = Path(__file__).with_name("java")
 MERGE_CLASS = "io.kafkaexactly.validator.MergeJob"
 JAR_PREFIX = "exactly-validator-merge"
+# Where the jar records sources_digest() (MergeJob.sourcesDigest reads it).
+DIGEST_RESOURCE = "io/kafkaexactly/validator/sources.digest"
 # The Kafka client of spark-sql-kafka-0-10_2.13:4.0.0 (deps/spark-kafka-connector.xml).
 _KAFKA_CLIENTS = Path(
     ".m2/repository/org/apache/kafka/kafka-clients/3.9.0", "kafka-clients-3.9.0.jar"
@@ -47,16 +49,27 @@ def merge_jar(spark_jars: str | None = None) -> Path:
     ``spark_jars``: EXACTLY_SPARK_JARS (the connector as local files), where the Kafka client is
     looked for before the local Maven repository. MergeJarError when it cannot be built.
     """
-    sources = sorted(SOURCES.rglob("*.java"))
-    digest = hashlib.sha256(pyspark.__version__.encode())
-    for source in sources:
-        digest.update(source.relative_to(SOURCES).as_posix().encode())
-        digest.update(source.read_bytes())
-    jar = cache_root() / "validator" / f"{JAR_PREFIX}-{digest.hexdigest()[:16]}.jar"
+    digest = sources_digest()
+    jar = cache_root() / "validator" / f"{JAR_PREFIX}-{digest[:16]}.jar"
     if jar.exists():
         return jar
-    _build(sources, jar, _kafka_clients(spark_jars))
+    _build(_sources(), jar, digest, _kafka_clients(spark_jars))
     return jar
+
+
+def sources_digest() -> str:
+    """What a merge jar must have been built from to be this driver's: the Java sources
+    installed with it and the Spark it was compiled against (the jar records it,
+    ``MergeJob.sourcesDigest``)."""
+    digest = hashlib.sha256(pyspark.__version__.encode())
+    for source in _sources():
+        digest.update(source.relative_to(SOURCES).as_posix().encode())
+        digest.update(source.read_bytes())
+    return digest.hexdigest()
+
+
+def _sources() -> list[Path]:
+    return sorted(SOURCES.rglob("*.java"))
 
 
 def jar_named_in(spark_jars: str | None) -> bool:
@@ -69,7 +82,7 @@ def jar_named_in(spark_jars: str | None) -> bool:
     )
 
 
-def _build(sources: list[Path], jar: Path, kafka_clients: Path) -> None:
+def _build(sources: list[Path], jar: Path, digest: str, kafka_clients: Path) -> None:
     javac = shutil.which("javac")
     if javac is None:
         raise MergeJarError("no javac on PATH (a JDK 17 builds the merge plan's jar)")
@@ -90,6 +103,7 @@ def _build(sources: list[Path], jar: Path, kafka_clients: Path) -> None:
         built = Path(tmp) / jar.name
         with zipfile.ZipFile(built, "w", zipfile.ZIP_DEFLATED) as archive:
             archive.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\r\n\r\n")
+            archive.writestr(DIGEST_RESOURCE, digest)
             for path in sorted(classes.rglob("*.class")):
                 archive.write(path, path.relative_to(classes).as_posix())
         # Renamed into place whole: a concurrent or killed build never leaves half a jar.

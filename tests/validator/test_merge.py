@@ -2,7 +2,8 @@
 its report is the join plan's, count for count and example for example; where it meets a fault it
 hands the topic to the join plan (test_validate.py: every planted fault is still reported).
 
-One audit over two topics, run once with each plan (`--plan join` forces the join plan):
+One audit over two topics, run once with each plan (the join plan for every topic where the jar
+on the classpath is not the build of these sources):
 - ``P``, copied with the exactly.origin header: source records that are copies themselves
   (looped), another cluster's copies on the destination (other_origin), a copy naming an offset
   past the source's end (after_range), the source's retention cut under its copies
@@ -16,15 +17,19 @@ from __future__ import annotations
 import re
 import time
 import uuid
+import zipfile
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from envelope import HEADER_PROVENANCE, encode_provenance
+from runtime.cache import CACHE_DIR_VARIABLE
 from tests.kafka_helpers import ReadRecord, create_topic, read_all
 from tests.validator.planting import PARTITIONS, create_source
 from tests.validator.running import run_validate
+from validator.merge_jar import DIGEST_RESOURCE, merge_jar
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -136,7 +141,12 @@ def test_the_merge_proves_clean_topics_with_the_join_plans_report(
         "REPLICATION_DESTINATION_TOPIC": "{topic}.copy",
     }
     merged = run_validate(env, tmp_path / "merge")
-    joined = run_validate(env, tmp_path / "join", "--plan", "join")
+    # The merge cannot be used: the jar on the classpath is another build (as a jar left from
+    # an older kafka-exactly would be). The join plan checks every topic, with a warning.
+    joined = run_validate(
+        {**env, CACHE_DIR_VARIABLE: str(_cache_with_another_build(tmp_path / "cache"))},
+        tmp_path / "join",
+    )
     for result in (merged, joined):
         assert result.status == 0, result.stdout + result.stderr
     merge_report, join_report = merged.report, joined.report
@@ -168,3 +178,19 @@ def test_the_merge_proves_clean_topics_with_the_join_plans_report(
     }
     assert "merging" in merged.stderr
     assert "merging" not in joined.stderr
+    assert "the merge plan's jar on the classpath was built from other sources" in joined.stderr
+    assert "every topic is checked by the join plan" in joined.stderr
+
+
+def _cache_with_another_build(cache: Path) -> Path:
+    """A cache whose merge jar, where this checkout's would be, is the same classes recording
+    other sources' digest."""
+    ours = merge_jar()
+    other = cache / "validator" / ours.name
+    other.parent.mkdir(parents=True)
+    with zipfile.ZipFile(ours) as original, zipfile.ZipFile(other, "w") as copy:
+        for entry in original.infolist():
+            if entry.filename != DIGEST_RESOURCE:
+                copy.writestr(entry, original.read(entry))
+        copy.writestr(DIGEST_RESOURCE, "0" * 64)
+    return cache

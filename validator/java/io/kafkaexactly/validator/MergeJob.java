@@ -3,7 +3,9 @@ package io.kafkaexactly.validator;
 import com.fasterxml.jackson.core.type.TypeReference;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import java.io.IOException;
+import java.io.InputStream;
 import java.io.UncheckedIOException;
+import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -18,8 +20,20 @@ import org.apache.spark.sql.SparkSession;
  */
 public final class MergeJob {
   private static final ObjectMapper JSON = new ObjectMapper();
+  private static final String DIGEST_RESOURCE = "sources.digest";
 
   private MergeJob() {}
+
+  /**
+   * The digest of the sources this jar was compiled from (validator/merge_jar.py writes it
+   * beside the classes): the driver uses the jar only when it is its own sources' build, as the
+   * JSON the two exchange is theirs.
+   */
+  public static String sourcesDigest() throws IOException {
+    try (InputStream in = MergeJob.class.getResourceAsStream(DIGEST_RESOURCE)) {
+      return in == null ? "" : new String(in.readAllBytes(), StandardCharsets.UTF_8).trim();
+    }
+  }
 
   /**
    * Merges every task and returns the results as one JSON array, in the tasks' order.
