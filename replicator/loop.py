@@ -183,14 +183,15 @@ class Replicator:
             if run.has_headers
             else run.rows
         )
-        size = run.size
         if len(rows) < len(run.rows):
             self._passed_over(lane, len(run.rows) - len(rows))
-            # The byte counter counts what is copied, as the record counter does.
-            size -= sum(estimated_size(row) for row in run.rows if carries_provenance(row[5]))
         if not rows:
             lane.passed_over(covers, time.monotonic())
             return
+        size = run.size
+        if len(rows) < len(run.rows):
+            # The byte counter counts what is copied, as the record counter does.
+            size -= sum(estimated_size(row) for row in run.rows if carries_provenance(row[5]))
         self._send(lane, rows, covers)
         self.metrics.records.labels(lane.topic).inc(len(rows))
         self.metrics.bytes.labels(lane.topic).inc(size)
