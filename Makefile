@@ -62,8 +62,8 @@ demo: install
 	$(BIN)/exactly demo
 
 # The long crash runs (30 SIGKILLs of each stage under traffic, 20 of stage 1 alone, a third
-# deduplicator killed), the secure and the active-active demos, `exactly chaos`'s two mutants
-# and the network test: about 20 minutes here.
+# deduplicator killed), the secure and the active-active demos, `exactly chaos`'s two mutants,
+# the network test and the shared target broker's SIGKILL: about 20 minutes here.
 chaos: install toxiproxy
 	$(BIN)/pytest -m chaos --durations=10 $(PYTEST_ARGS)
 

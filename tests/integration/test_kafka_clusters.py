@@ -63,6 +63,10 @@ def test_read_committed_sees_committed_transaction_only(target_cluster, unique_t
     ]
 
 
+# In `make chaos`, to keep the default suite within 20 minutes: there,
+# test_whole_cluster_sigkilled_mid_commit (tests/localkafka) proves committed records come back
+# after a SIGKILL of the broker and the controller at once, on a cluster of its own.
+@pytest.mark.chaos
 def test_committed_records_survive_broker_sigkill_and_restart(target_cluster, unique_topic):
     if target_cluster.broker is None:
         pytest.skip(f"{target_cluster.kind} clusters give no broker control")
