@@ -103,7 +103,6 @@ class Replicator:
         self.producer = self._new_producer()
         self._subscribed: list[str] = []
         self._abandoning = False
-        self._left_out: set[str] = set()  # topics the topics_left_out gauge shows
 
     def _new_producer(self) -> Producer:
         return Producer(producer_config(self.settings, self.staging, self._on_producer_error))
@@ -183,13 +182,12 @@ class Replicator:
             if run.has_headers
             else run.rows
         )
-        if len(rows) < len(run.rows):
-            self._passed_over(lane, len(run.rows) - len(rows))
-        if not rows:
-            lane.passed_over(covers, time.monotonic())
-            return
         size = run.size
         if len(rows) < len(run.rows):
+            self._passed_over(lane, len(run.rows) - len(rows))
+            if not rows:
+                lane.passed_over(covers, time.monotonic())
+                return
             # The byte counter counts what is copied, as the record counter does.
             size -= sum(estimated_size(row) for row in run.rows if carries_provenance(row[5]))
         self._send(lane, rows, covers)
@@ -551,11 +549,9 @@ class Replicator:
 
     def _count_left_out(self) -> None:
         gauge = self.metrics.topics_left_out
-        for topic in self._left_out - self.discovery.left_out.keys():
-            gauge.remove(topic)
+        gauge.clear()  # a topic no longer left out (renamed apart, excluded, deleted) drops out
         for topic in self.discovery.left_out:
             gauge.labels(topic).set(1)
-        self._left_out = set(self.discovery.left_out)
 
     def _subscribe(self, names: list[str]) -> None:
         if names == self._subscribed:

@@ -241,6 +241,7 @@ def _run(
             file=sys.stderr,
         )
         return EXIT_BAD_INPUT
+    from validator.merge import java_message
     from validator.progress import Progress
     from validator.render import render_table, write_chart
     from validator.report import write_json
@@ -272,7 +273,7 @@ def _run(
     except Exception as exc:
         if not _is_spark_error(exc):
             raise
-        print(f"exactly validate: the audit could not finish: {_first_line(exc)}", file=sys.stderr)
+        print(f"exactly validate: the audit could not finish: {java_message(exc)}", file=sys.stderr)
         return EXIT_INCOMPLETE
     write_json(result, report_path)
     write_chart(result, chart_path)
@@ -293,9 +294,3 @@ def _interrupt(signum: int, _frame: object) -> None:
 def _is_spark_error(exc: Exception) -> bool:
     module = type(exc).__module__
     return module.startswith(("pyspark", "py4j"))
-
-
-def _first_line(exc: Exception) -> str:
-    from validator.merge import java_message
-
-    return java_message(exc)

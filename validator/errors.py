@@ -30,9 +30,9 @@ class InputError(ValidatorError):
 class IncompleteError(ValidatorError):
     """The audit started but could not finish, so it has no verdict."""
 
+    exit_status = EXIT_INCOMPLETE
+
 
 class MergeJarError(ValidatorError):
     """The merge plan's jar cannot be built here (no JDK, no Kafka client to compile against):
     the join plan checks every topic instead, with a warning (validator/merge_jar.py)."""
-
-    exit_status = EXIT_INCOMPLETE

@@ -1,7 +1,8 @@
 """Topics renamed by a regular expression (issue 19) as users set it up: both stages and offset
 sync as processes write and translate onto the renamed destination, and two source topics
-renamed onto one name: the one replicated first keeps its name and the other is left out (a fresh
-flow whose settings clash stops with one line before anything is copied)."""
+renamed onto one name: the one replicated first keeps its name and the other is left out (a clash
+the flow meets first at start-up, a fresh flow or a new rename, stops it with one line before
+anything is copied)."""
 
 from __future__ import annotations
 
