@@ -13,11 +13,17 @@ from localkafka import LocalCluster, start_all
 
 
 @contextmanager
-def bench_clusters(prefix: str) -> Iterator[tuple[Path, list[LocalCluster]]]:
-    """The bench's scratch directory and its started clusters, source then target."""
+def bench_clusters(prefix: str, nodes: int = 1) -> Iterator[tuple[Path, list[LocalCluster]]]:
+    """The bench's scratch directory and its started clusters of ``nodes`` nodes each, source
+    then target."""
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         base = Path(tmp)
-        clusters = [LocalCluster.create(base / name, name) for name in ("source", "target")]
+        clusters: list[LocalCluster] = []
+        for name in ("source", "target"):
+            taken = [port for cluster in clusters for port in cluster.ports]
+            clusters.append(
+                LocalCluster.create(base / name, name, nodes=nodes, reserved_ports=taken)
+            )
         start_all(clusters, tie_to_parent=True)
         try:
             yield base, clusters

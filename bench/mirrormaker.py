@@ -77,13 +77,14 @@ def mm2_properties(
         f"{src}->{tgt}.enabled": "true",
         f"{src}->{tgt}.topics": re.escape(topic),
         "tasks.max": str(tasks),
-        # One broker per cluster: every topic MirrorMaker creates needs replication factor 1.
-        "replication.factor": "1",
-        "checkpoints.topic.replication.factor": "1",
-        "heartbeats.topic.replication.factor": "1",
-        "offset.storage.replication.factor": "1",
-        "status.storage.replication.factor": "1",
-        "config.storage.replication.factor": "1",
+        # Every topic MirrorMaker creates at the broker's default replication factor, as ours
+        # are: 1 on a one-node cluster, 3 on a cluster of three (bench/clusters.py).
+        "replication.factor": "-1",
+        "checkpoints.topic.replication.factor": "-1",
+        "heartbeats.topic.replication.factor": "-1",
+        "offset.storage.replication.factor": "-1",
+        "status.storage.replication.factor": "-1",
+        "config.storage.replication.factor": "-1",
         # Only the copy is measured: no heartbeats (and so no target->source herder), no
         # checkpoints, group offset sync or offset syncs, which would cost CPU beside the copy.
         # The checkpoint connector refuses to start without them (it logs that, once): expected.

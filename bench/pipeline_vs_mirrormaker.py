@@ -228,8 +228,9 @@ def _interrupt(signum: int, frame: object) -> None:
 class Bench:
     def __init__(self, clusters: list[LocalCluster], base: Path, libs: Path, *, verify: bool):
         self.source, self.target = (c.bootstrap_servers for c in clusters)
-        self.data_dirs = [c.broker.data_dir for c in clusters]
-        self.broker_pids = [c.broker.pid for c in clusters]
+        # Node 1's replica of a topic stands for its size (every node holds one at RF 3).
+        self.data_dirs = [next(iter(c.nodes.values())).data_dir for c in clusters]
+        self.broker_pids = [node.pid for c in clusters for node in c.nodes.values()]
         self.base = base
         self.libs = libs
         self.verify = verify

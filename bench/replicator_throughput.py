@@ -59,7 +59,7 @@ def main() -> None:
 
 def _create(bootstrap: str, topic: str) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
+    admin.create_topics([NewTopic(topic, PARTITIONS, -1)])[topic].result(30)  # broker default
     time.sleep(1)
 
 

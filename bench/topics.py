@@ -19,7 +19,7 @@ def fill_topic(
     partitions: values ``first`` to ``first + count - 1`` of bench/payloads.py (a different one
     for every record; ``first`` keeps two topics' values apart), keys ``k0``, ``k1``, ..."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+    admin.create_topics([NewTopic(topic, partitions, -1)])[topic].result(30)
     time.sleep(1)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "acks": "1"})
     payloads = Payloads(size)

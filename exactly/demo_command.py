@@ -55,12 +55,22 @@ _DEFAULTS = DemoOptions()
     "verdict per direction and the loop-prevention counters (README: Topologies).",
 )
 @click.option(
+    "--nodes",
+    type=click.IntRange(min=1, max=5),
+    default=_DEFAULTS.nodes,
+    show_default=True,
+    help="Nodes per cluster: 3 replicates as production does (replication factor 3, "
+    "min.insync.replicas 2), and a target node is SIGKILLed halfway as well.",
+)
+@click.option(
     "--no-audit",
     is_flag=True,
     help="Skip the Spark audit (exactly validate --require-complete) that ends the one-way "
     "demo, for a quicker run (about 25 s less).",
 )
-def demo(duration: float, rate: float, secure: bool, topology: str, no_audit: bool) -> None:
+def demo(
+    duration: float, rate: float, secure: bool, topology: str, nodes: int, no_audit: bool
+) -> None:
     """Run both stages and offset sync on two local Kafka clusters under live traffic, SIGKILL
     each stage once, compare source and destination record by record, and move a consumer group
     from the source to the target.
@@ -70,8 +80,12 @@ def demo(duration: float, rate: float, secure: bool, topology: str, no_audit: bo
     """
     if secure and topology == "active-active":
         raise click.UsageError("--secure runs the one-way demo only", click.get_current_context())
+    if nodes > 1 and (secure or topology == "active-active"):
+        raise click.UsageError(
+            "--nodes runs the plain one-way demo only", click.get_current_context()
+        )
     view = DemoView()
-    options = DemoOptions(duration, rate, secure=secure, audit=not no_audit)
+    options = DemoOptions(duration, rate, secure=secure, audit=not no_audit, nodes=nodes)
     run: DemoRun | ActiveActiveRun = (
         ActiveActiveRun(options, view, demo_directory())
         if topology == "active-active"

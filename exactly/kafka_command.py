@@ -36,7 +36,8 @@ _EXPORTS = {"source": SOURCE_PREFIX, "target": DESTINATION_PREFIX}  # the variab
 
 @click.group()
 def kafka() -> None:
-    """Local Apache Kafka clusters (KRaft, one broker each) from the official jars."""
+    """Local Apache Kafka clusters (KRaft, one broker each or three replicating nodes) from the
+    official jars."""
 
 
 @kafka.command()
@@ -55,13 +56,20 @@ def install() -> None:
     help="Made with a SASL_SSL (SCRAM-SHA-512) and a mutual-TLS listener, a private CA, a user "
     "per role and ACLs enforced (README: Security).",
 )
-def up(names: tuple[str, ...], secure: bool) -> None:
+@click.option(
+    "--nodes",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Made with this many combined broker+controller nodes (3: replication factor 3, "
+    "min.insync.replicas 2, as production); default 1, or what an existing cluster has.",
+)
+def up(names: tuple[str, ...], secure: bool, nodes: int | None) -> None:
     """Create (first time) and start clusters; default: source and target."""
     registry = ClusterRegistry()
     started = time.monotonic()
     with _errors_to_exit():
         clusters = [
-            registry.get_or_create(name, secure=True if secure else None)
+            registry.get_or_create(name, secure=True if secure else None, nodes=nodes)
             for name in names or DEFAULT_NAMES
         ]
         start_all(clusters)
@@ -109,33 +117,54 @@ def status(names: tuple[str, ...]) -> None:
         sys.exit(1)
 
 
-@kafka.command()
-@click.argument("name")
-def kill(name: str) -> None:
-    """SIGKILL a cluster's broker, as a crash would (its data stays, its controller runs on)."""
-    with _errors_to_exit():
-        cluster = ClusterRegistry().get(name)
-        cluster.kill()
-    click.echo(f"{name}: killed")
+_NODE_OPTION = click.option(
+    "--node",
+    type=int,
+    default=None,
+    help="Only this node of a cluster of several (1, 2, 3); default: every broker.",
+)
 
 
 @kafka.command()
 @click.argument("name")
-def restart(name: str) -> None:
-    """Start a cluster's broker again on the same data (after kill, or stopping it first)."""
+@_NODE_OPTION
+def kill(name: str, node: int | None) -> None:
+    """SIGKILL a cluster's broker(s), as a crash would (the data stays; a separate controller,
+    or the other nodes, run on)."""
     with _errors_to_exit():
         cluster = ClusterRegistry().get(name)
-        cluster.restart()
+        if node is None:
+            cluster.kill()
+        else:
+            cluster.kill_node(node)
+    click.echo(f"{name}: killed" + (f" node {node}" if node is not None else ""))
+
+
+@kafka.command()
+@click.argument("name")
+@_NODE_OPTION
+def restart(name: str, node: int | None) -> None:
+    """Start a cluster's broker(s) again on the same data (after kill, or stopping first); one
+    node returns once every replica is in sync again, as a rolling restart waits."""
+    with _errors_to_exit():
+        cluster = ClusterRegistry().get(name)
+        if node is None:
+            cluster.restart()
+        else:
+            cluster.stop_node(node)
+            cluster.start_node(node)
     _print_status(cluster)
 
 
 def _print_status(cluster: LocalCluster) -> None:
-    broker, controller = cluster.broker.pid, cluster.controller.pid
-    if broker and controller:
-        state = f"running (broker pid {broker}, controller pid {controller})"
-    elif broker or controller:
-        running = "broker" if broker else "controller"
-        state = f"degraded (only the {running} runs, pid {broker or controller})"
+    processes = [*cluster.nodes.values(), *([cluster.controller] if cluster.controller else [])]
+    pids = {process.role: process.pid for process in processes}
+    running = [role for role, pid in pids.items() if pid]
+    if len(running) == len(pids):
+        state = "running (" + ", ".join(f"{role} pid {pid}" for role, pid in pids.items()) + ")"
+    elif running:
+        runs = "runs" if len(running) == 1 else "run"
+        state = f"degraded (only the {', '.join(running)} {runs})"
     else:
         state = "stopped"
     click.echo(

@@ -1,4 +1,5 @@
-"""One KRaft cluster on this machine: a controller and a broker, each its own local JVM.
+"""One KRaft cluster on this machine: a controller and a broker, each its own local JVM; or, made
+with ``nodes=3``, three combined broker+controller nodes that replicate as production does.
 
 Everything a cluster is lives in one directory, so any process, also one started from another
 shell, can open it and find the same cluster:
@@ -6,6 +7,7 @@ shell, can open it and find the same cluster:
     <dir>/cluster.json    name, cluster id, ports, Kafka version (written once, at create)
     <dir>/controller/     the KRaft controller (node 1): config, data, controller.log, pid
     <dir>/broker/         the broker (node 2): config, data, broker.log, pid
+    <dir>/node-N/         or, in a cluster of several nodes, node N (1, 2, 3): node N.log, ...
 
 Why two JVMs and not one combined node: after a SIGKILL of a combined node, the restarted
 process serves partitions from its stale metadata while the controller (restarted with it)
@@ -16,6 +18,12 @@ are likely deleted already and hence can be skipped"). The result is a hanging t
 a last stable offset stuck forever: read_committed consumers see nothing. Seen here on Kafka
 4.3.1 in one of four kill-and-restart runs. With a controller that survives the broker's crash,
 the dead broker is fenced before its successor starts, as in a real cluster.
+
+A cluster of several nodes is what the product meets in production: every topic at replication
+factor 3 unless made otherwise, ``min.insync.replicas`` 2, the internal topics replicated alike
+and unclean leader election off. A node dies, freezes and comes back on its own while the
+others lead; the quorum of three controllers outlives any one of them, so the dead node is
+fenced by the survivors, and its successor still waits that out as above.
 
 Ports are fixed at create time and reused on every restart: clients (and the crash tests) keep
 the bootstrap address across a kill and a restart.
@@ -47,6 +55,7 @@ from localkafka.install import KafkaDistribution, ensure_kafka
 from localkafka.node import KafkaNode
 from localkafka.ports import CLUSTER_PORTS, free_ports, port_is_free
 from localkafka.readiness import wait_until_ready
+from localkafka.replicas import INTERNAL_TOPIC_PARTITIONS, await_in_sync
 from localkafka.security import ADMIN_USER, SCRAM_MECHANISM, USERS, Credentials, make_credentials
 
 READY_TIMEOUT_S = 90.0
@@ -65,6 +74,12 @@ _SESSION_TIMEOUT_MS = 6000
 # A restarted broker waits until its dead predecessor is surely fenced (see the module docstring).
 _FENCE_WAIT_S = _SESSION_TIMEOUT_MS / 1000 + 1.0
 _SCRAM_ITERATIONS = 8192  # Kafka's minimum for SCRAM-SHA-512 is 4096
+# Six JVMs (two clusters of three nodes) share two cores with the roles under test.
+_NODE_HEAP = "512m"
+# A cluster of several nodes replicates every topic made without a replication factor, as
+# production does: a write needs two replicas in sync.
+REPLICATION_FACTOR = 3
+MIN_IN_SYNC_REPLICAS = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,10 +90,14 @@ class ClusterInfo:
     controller_port: int
     kafka_version: str
     # Listeners for clients that reach the broker through a proxy (exactly chaos's network
-    # faults): name -> [port the broker listens on, port it advertises = where the proxy listens].
+    # faults): name -> [port the broker listens on, port it advertises = where the proxy listens],
+    # one such pair for each node, node 1 first.
     proxied_listeners: dict[str, list[int]] = field(default_factory=dict)
     # A secured cluster (create(secure=True)): protocol -> port, with ACLs enforced for them.
     secure_ports: dict[str, int] = field(default_factory=dict)
+    # A cluster of several combined nodes (create(nodes=3)): [client port, controller port] of
+    # node 1, 2, ...; empty for the one-broker layout, whose ports are the two above.
+    node_ports: list[list[int]] = field(default_factory=list)
 
 
 class LocalCluster:
@@ -87,8 +106,18 @@ class LocalCluster:
     def __init__(self, directory: Path, info: ClusterInfo) -> None:
         self.directory = directory
         self.info = info
-        self.controller = KafkaNode(directory / "controller", "controller", heap="256m")
-        self.broker = KafkaNode(directory / "broker", "broker", heap="768m")
+        self.controller: KafkaNode | None
+        # Node id -> the JVM that serves clients as that broker.
+        self.nodes: dict[int, KafkaNode]
+        if info.node_ports:
+            self.controller = None
+            self.nodes = {
+                node_id: KafkaNode(directory / f"node-{node_id}", f"node {node_id}", _NODE_HEAP)
+                for node_id in range(1, len(info.node_ports) + 1)
+            }
+        else:
+            self.controller = KafkaNode(directory / "controller", "controller", heap="256m")
+            self.nodes = {_BROKER_NODE_ID: KafkaNode(directory / "broker", "broker", heap="768m")}
 
     # -- lifecycle of the directory -------------------------------------------------------------
 
@@ -102,8 +131,13 @@ class LocalCluster:
         proxied: Sequence[str] = (),
         reserved_ports: Collection[int] = (),
         secure: bool = False,
+        nodes: int = 1,
     ) -> LocalCluster:
         """Write the configuration and format the storage of a new cluster in `directory`.
+
+        ``nodes`` > 1 makes that many combined broker+controller nodes, replicating (module
+        docstring), each with its own proxied listeners; secured listeners are for the
+        one-broker layout only.
 
         Each name in ``proxied`` adds a listener whose advertised port is one a proxy is to
         listen on (`proxied_endpoint`): a client bootstrapped through that proxy is told to
@@ -121,14 +155,23 @@ class LocalCluster:
         for listener in proxied:
             if not re.fullmatch(r"[A-Z][A-Z0-9_]*", listener) or listener in _OWN_LISTENERS:
                 raise ClusterStateError(f"bad proxied listener name {listener!r}")
+        if nodes < 1 or (nodes > 1 and secure):
+            raise ClusterStateError(
+                f"cluster {name!r}: {nodes} nodes"
+                + (" with secured listeners (one node only)" if nodes > 1 else "")
+            )
         secured = SECURE_PROTOCOLS if secure else ()
+        extra_nodes = 2 * (nodes - 1) if nodes > 1 else 0
         ports = free_ports(
-            2 + len(secured) + 2 * len(proxied),
+            2 + extra_nodes + len(secured) + 2 * nodes * len(proxied),
             CLUSTER_PORTS,
             host=_LOOPBACK,
             exclude=reserved_ports,
         )
         port, controller_port, *rest = ports
+        node_ports = [[port, controller_port]] if nodes > 1 else []
+        node_ports += [rest[i : i + 2] for i in range(0, extra_nodes, 2)]
+        rest = rest[extra_nodes:]
         secure_ports = dict(zip(secured, rest[: len(secured)], strict=True))
         pairs = rest[len(secured) :]
         info = ClusterInfo(
@@ -138,17 +181,21 @@ class LocalCluster:
             controller_port=controller_port,
             kafka_version=distribution.version,
             proxied_listeners={
-                listener: pairs[2 * i : 2 * i + 2] for i, listener in enumerate(proxied)
+                listener: pairs[2 * nodes * i : 2 * nodes * (i + 1)]
+                for i, listener in enumerate(proxied)
             },
             secure_ports=secure_ports,
+            node_ports=node_ports,
         )
         cluster = cls(directory, info)
         try:
             if secure:
                 make_credentials(cluster.credentials.directory)
-            cluster.controller.write_config(cluster._controller_properties())
-            cluster.broker.write_config(cluster._broker_properties())
-            for node in (cluster.controller, cluster.broker):
+            if cluster.controller is not None:
+                cluster.controller.write_config(cluster._controller_properties())
+            for node_id, node in cluster.nodes.items():
+                node.write_config(cluster._node_properties(node_id))
+            for node in cluster._processes:
                 node.format(distribution, info.cluster_id)
         except ClusterStartError as exc:
             shutil.rmtree(directory, ignore_errors=True)
@@ -180,14 +227,46 @@ class LocalCluster:
 
     @property
     def bootstrap_servers(self) -> str:
-        return f"127.0.0.1:{self.info.port}"
+        """Every node's client address: a client that knows one dead node still gets in."""
+        return ",".join(f"127.0.0.1:{port}" for port in self._client_ports.values())
+
+    def node_bootstrap(self, node_id: int) -> str:
+        """The client address of node ``node_id`` alone."""
+        return f"127.0.0.1:{self._client_ports[self._known(node_id)]}"
+
+    @property
+    def broker(self) -> KafkaNode:
+        """The broker of a one-broker cluster; a cluster of several nodes names them
+        (``nodes``)."""
+        if self.info.node_ports:
+            raise ClusterStateError(f"cluster {self.name!r} has {len(self.nodes)} nodes")
+        return self.nodes[_BROKER_NODE_ID]
 
     @property
     def ports(self) -> list[int]:
         """Every port this cluster binds or promises (to its proxies)."""
         proxied = [port for pair in self.info.proxied_listeners.values() for port in pair]
         secured = list(self.info.secure_ports.values())
-        return [self.info.port, self.info.controller_port, *secured, *proxied]
+        nodes = [port for pair in self.info.node_ports[1:] for port in pair]
+        return [self.info.port, self.info.controller_port, *nodes, *secured, *proxied]
+
+    @property
+    def _client_ports(self) -> dict[int, int]:
+        if not self.info.node_ports:
+            return {_BROKER_NODE_ID: self.info.port}
+        return {i: pair[0] for i, pair in enumerate(self.info.node_ports, start=1)}
+
+    @property
+    def _processes(self) -> list[KafkaNode]:
+        """Every JVM of this cluster, a separate controller first (brokers need it)."""
+        return ([self.controller] if self.controller else []) + list(self.nodes.values())
+
+    def _known(self, node_id: int) -> int:
+        if node_id not in self.nodes:
+            raise ClusterStateError(
+                f"cluster {self.name!r} has no node {node_id} (nodes: {sorted(self.nodes)})"
+            )
+        return node_id
 
     @property
     def secure(self) -> bool:
@@ -230,21 +309,27 @@ class LocalCluster:
             }
         return properties
 
-    def proxied_endpoint(self, listener: str) -> tuple[int, int]:
-        """(the port the broker listens on for ``listener``, the port a proxy must listen on
-        and forward to it)."""
+    def proxied_endpoints(self, listener: str) -> dict[int, tuple[int, int]]:
+        """Node id -> (the port that node listens on for ``listener``, the port a proxy must
+        listen on and forward to it)."""
         try:
-            listen, advertised = self.info.proxied_listeners[listener]
+            ports = self.info.proxied_listeners[listener]
         except KeyError:
             raise ClusterStateError(f"cluster {self.name!r} has no listener {listener!r}") from None
-        return listen, advertised
+        pairs = [(ports[i], ports[i + 1]) for i in range(0, len(ports), 2)]
+        return dict(zip(self.nodes, pairs, strict=True))
+
+    def proxied_endpoint(self, listener: str) -> tuple[int, int]:
+        """(the port the broker listens on for ``listener``, the port a proxy must listen on
+        and forward to it): of a one-broker cluster, or node 1 of several."""
+        return next(iter(self.proxied_endpoints(listener).values()))
 
     @property
     def log_path(self) -> Path:
-        return self.broker.log_path
+        return next(iter(self.nodes.values())).log_path
 
     def is_running(self) -> bool:
-        return self.broker.is_running() and self.controller.is_running()
+        return all(process.is_running() for process in self._processes)
 
     # -- process control ------------------------------------------------------------------------
 
@@ -263,26 +348,50 @@ class LocalCluster:
         """
         distribution = ensure_kafka(self.info.kafka_version)
         controller_started_at = 0.0
-        if not self.controller.is_running():
+        if self.controller is not None and not self.controller.is_running():
             self._require_free_port(self.info.controller_port)
             self.controller.launch(distribution, tie_to_parent=tie_to_parent)
             controller_started_at = time.time()
-        if not self.broker.is_running():
-            try:
-                self._await_predecessor_fenced(controller_started_at)
-                self._require_free_port(self.info.port)
-                self.broker.launch(distribution, tie_to_parent=tie_to_parent)
-            except BaseException:
-                if controller_started_at:
-                    self.controller.stop(STOP_TIMEOUT_S)
-                raise
+        elif self.controller is None and not any(n.is_running() for n in self.nodes.values()):
+            # The whole quorum starts again with these nodes: as with a separate controller,
+            # the dead brokers' sessions are counted from now.
+            controller_started_at = time.time()
+        launched = []
+        try:
+            for node_id, node in self.nodes.items():
+                if not node.is_running():
+                    self._launch_node(distribution, node_id, controller_started_at, tie_to_parent)
+                    launched.append(node)
+        except BaseException:
+            for process in [*launched, *([self.controller] if controller_started_at else [])]:
+                if process is not None:
+                    process.stop(STOP_TIMEOUT_S)
+            raise
+
+    def _launch_node(
+        self,
+        distribution: KafkaDistribution,
+        node_id: int,
+        controller_started_at: float,
+        tie_to_parent: bool,
+    ) -> None:
+        node = self.nodes[node_id]
+        self._await_predecessor_fenced(node, controller_started_at)
+        for port in self._node_listen_ports(node_id):
+            self._require_free_port(port)
+        node.launch(distribution, tie_to_parent=tie_to_parent)
+
+    def _node_listen_ports(self, node_id: int) -> list[int]:
+        if self.info.node_ports:
+            return list(self.info.node_ports[node_id - 1])
+        return [self.info.port]
 
     def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> None:
         """Wait until metadata answers and transactions commit; kill the JVMs if it never does."""
         try:
             cluster_id = wait_until_ready(self.bootstrap_servers, timeout_s, self.is_running)
         except ClusterStartError as exc:
-            tails = f"{self.controller.log_tail()}\n{self.broker.log_tail()}"
+            tails = self.log_tail()
             self.abort()
             raise ClusterStartError(f"cluster {self.name!r}: {exc}\n{tails}") from exc
         if cluster_id != self.cluster_id:
@@ -292,36 +401,85 @@ class LocalCluster:
             )
         if self.secure:
             self._ensure_scram_users(timeout_s)
+        if self.info.node_ports:
+            await_in_sync(self.bootstrap_servers, sorted(self.nodes), timeout_s)
 
     def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
-        """SIGTERM each JVM (then SIGKILL after `timeout_s`): the broker first, for its
-        controlled shutdown needs the controller."""
-        self.broker.stop(timeout_s)
-        self.controller.stop(timeout_s)
+        """SIGTERM each JVM (then SIGKILL after `timeout_s`): the brokers first, together, for
+        their controlled shutdown needs the controllers."""
+        _stop_together(list(self.nodes.values()), timeout_s)
+        if self.controller is not None:
+            self.controller.stop(timeout_s)
 
     def kill(self) -> None:
-        """SIGKILL the broker, as a crash would; the controller lives on and fences it."""
-        self.broker.kill()
+        """SIGKILL every broker, as a crash would; a separate controller lives on and fences
+        it."""
+        for node in self.nodes.values():
+            node.kill()
 
     def pause(self) -> None:
-        """SIGSTOP the broker: alive but silent, as under a long GC pause or a network cut."""
-        self.broker.signal(signal.SIGSTOP)
+        """SIGSTOP every broker: alive but silent, as under a long GC pause or a network cut."""
+        for node in self.nodes.values():
+            node.signal(signal.SIGSTOP)
 
     def resume(self) -> None:
-        """SIGCONT the broker after `pause`."""
-        self.broker.signal(signal.SIGCONT)
+        """SIGCONT the brokers after `pause`."""
+        for node in self.nodes.values():
+            node.signal(signal.SIGCONT)
 
     def abort(self) -> None:
-        """SIGKILL both JVMs: the clean-up after a start that failed or was interrupted."""
-        self.broker.kill()
-        self.controller.kill()
+        """SIGKILL every JVM: the clean-up after a start that failed or was interrupted."""
+        for process in self._processes:
+            process.kill()
 
     def restart(
         self, ready_timeout_s: float = READY_TIMEOUT_S, *, tie_to_parent: bool = False
     ) -> None:
-        """Start the broker again on the same data (after a kill, or stopping it first)."""
-        self.broker.stop(STOP_TIMEOUT_S)
+        """Start the brokers again on the same data (after a kill, or stopping them first)."""
+        _stop_together(list(self.nodes.values()), STOP_TIMEOUT_S)
         self.start(ready_timeout_s, tie_to_parent=tie_to_parent)
+
+    # -- one node of several ---------------------------------------------------------------------
+
+    def kill_node(self, node_id: int) -> None:
+        """SIGKILL one node, as a crash of its machine would; the others fence it and lead."""
+        self.nodes[self._known(node_id)].kill()
+
+    def stop_node(self, node_id: int, timeout_s: float = STOP_TIMEOUT_S) -> None:
+        """SIGTERM one node: a controlled shutdown that hands its leadership over first."""
+        self.nodes[self._known(node_id)].stop(timeout_s)
+
+    def pause_node(self, node_id: int) -> None:
+        """SIGSTOP one node: alive but silent until `resume_node`."""
+        self.nodes[self._known(node_id)].signal(signal.SIGSTOP)
+
+    def resume_node(self, node_id: int) -> None:
+        self.nodes[self._known(node_id)].signal(signal.SIGCONT)
+
+    def launch_node(self, node_id: int, *, tie_to_parent: bool = False) -> None:
+        """Start one node again on its data if it is not running, without waiting for it (past
+        its dead predecessor's session, which the launch waits out)."""
+        if not self.nodes[self._known(node_id)].is_running():
+            self._launch_node(
+                ensure_kafka(self.info.kafka_version), node_id, 0.0, tie_to_parent=tie_to_parent
+            )
+
+    def start_node(
+        self,
+        node_id: int,
+        ready_timeout_s: float = READY_TIMEOUT_S,
+        *,
+        tie_to_parent: bool = False,
+        in_sync: bool = True,
+    ) -> None:
+        """Start one node again on its data and wait until it serves: registered and, with
+        ``in_sync``, every node registered and every replica caught up, as an operator waits
+        before the next node (without it, other nodes may still be down)."""
+        self.launch_node(node_id, tie_to_parent=tie_to_parent)
+        if in_sync:
+            await_in_sync(self.bootstrap_servers, sorted(self.nodes), ready_timeout_s)
+        else:
+            await_in_sync(self.bootstrap_servers, [node_id], ready_timeout_s, replicas=False)
 
     def destroy(self) -> None:
         """Stop both JVMs and delete the directory with its data and logs."""
@@ -329,21 +487,25 @@ class LocalCluster:
         shutil.rmtree(self.directory, ignore_errors=True)
 
     def log_tail(self, lines: int = 40) -> str:
-        return f"{self.broker.log_tail(lines)}\n{self.controller.log_tail(lines // 2)}"
+        tails = [node.log_tail(lines) for node in self.nodes.values()]
+        if self.controller is not None:
+            tails.append(self.controller.log_tail(lines // 2))
+        return "\n".join(tails)
 
     # -- internals ------------------------------------------------------------------------------
 
-    def _await_predecessor_fenced(self, controller_started_at: float) -> None:
+    @staticmethod
+    def _await_predecessor_fenced(node: KafkaNode, controller_started_at: float) -> None:
         # A broker that died uncleanly stays registered with the controller until its session
         # expires, counted from its death or from the controller's own (re)start, whichever is
         # later. A successor started before that serves partitions on stale leadership and can
         # strand transactions (module docstring): wait the session out.
-        ended_at = self.broker.ended_uncleanly_at()
+        ended_at = node.ended_uncleanly_at()
         if ended_at is None:
             return
         fenced_at = max(ended_at, controller_started_at) + _FENCE_WAIT_S
         time.sleep(max(0.0, fenced_at - time.time()))
-        self.broker.forget_unclean_end()
+        node.forget_unclean_end()
 
     def _ensure_scram_users(self, timeout_s: float) -> None:
         # SCRAM credentials live in the cluster's metadata: set (again) on every start, through
@@ -373,6 +535,7 @@ class LocalCluster:
             )
 
     def _controller_properties(self) -> dict[str, str]:
+        assert self.controller is not None  # only the one-broker layout has one
         return {
             "process.roles": "controller",
             "node.id": str(_CONTROLLER_NODE_ID),
@@ -411,15 +574,71 @@ class LocalCluster:
             "ssl.principal.mapping.rules": "RULE:^CN=([^,]*).*$/$1/,DEFAULT",
         }
 
-    def _broker_properties(self) -> dict[str, str]:
-        proxied = self.info.proxied_listeners
-        listeners = [f"PLAINTEXT://127.0.0.1:{self.info.port}"]
+    def _node_properties(self, node_id: int) -> dict[str, str]:
+        if not self.info.node_ports:
+            return self._broker_properties()
+        port, controller_port = self.info.node_ports[node_id - 1]
+        listeners, advertised, protocols = self._client_listeners(node_id, port)
+        replicated = str(REPLICATION_FACTOR)
+        in_sync = str(MIN_IN_SYNC_REPLICAS)
+        return {
+            "process.roles": "broker,controller",
+            "node.id": str(node_id),
+            "controller.quorum.voters": self._voters,
+            "listeners": ",".join([*listeners, f"CONTROLLER://127.0.0.1:{controller_port}"]),
+            "advertised.listeners": ",".join(advertised),
+            "listener.security.protocol.map": ",".join(protocols),
+            "log.dirs": str(self.nodes[node_id].data_dir),
+            "broker.session.timeout.ms": str(_SESSION_TIMEOUT_MS),
+            # As production: every topic replicated, a write acknowledged by two replicas, and
+            # never a leader that lost acknowledged records.
+            "default.replication.factor": replicated,
+            "min.insync.replicas": in_sync,
+            "unclean.leader.election.enable": "false",
+            "offsets.topic.replication.factor": replicated,
+            "transaction.state.log.replication.factor": replicated,
+            "transaction.state.log.min.isr": in_sync,
+            "share.coordinator.state.topic.replication.factor": replicated,
+            "share.coordinator.state.topic.min.isr": in_sync,
+            **self._shared_broker_properties(),
+        }
+
+    def _shared_broker_properties(self) -> dict[str, str]:
+        """What every broker of ours has, of one node or of several."""
+        return {
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "broker.heartbeat.interval.ms": str(_HEARTBEAT_MS),
+            # Fewer internal partitions than the default 50: they are created at start-up and
+            # loaded after every restart, which is what readiness waits for.
+            "offsets.topic.num.partitions": str(INTERNAL_TOPIC_PARTITIONS),
+            "transaction.state.log.num.partitions": str(INTERNAL_TOPIC_PARTITIONS),
+            "group.initial.rebalance.delay.ms": "0",
+            # The log cleaner looks for work every second (default 15 s), so compaction on a
+            # topic with a short segment.ms is observable within seconds in tests and demos.
+            "log.cleaner.backoff.ms": "1000",
+            # Topics are created on purpose, with the partition counts and configs the product
+            # chooses; a typo must not silently create a topic.
+            "auto.create.topics.enable": "false",
+            "num.network.threads": "2",
+            "num.io.threads": "4",
+        }
+
+    def _client_listeners(self, node_id: int, port: int) -> tuple[list[str], list[str], list[str]]:
+        """A node's client listeners, what it advertises for each, and their protocols: the
+        PLAINTEXT one and one per proxied listener (advertised at its proxy)."""
+        listeners = [f"PLAINTEXT://127.0.0.1:{port}"]
         advertised = list(listeners)
-        for listener, (listen, via_proxy) in proxied.items():
+        for listener in self.info.proxied_listeners:
+            listen, via_proxy = self.proxied_endpoints(listener)[node_id]
             listeners.append(f"{listener}://127.0.0.1:{listen}")
             advertised.append(f"{listener}://127.0.0.1:{via_proxy}")
         protocols = ["PLAINTEXT:PLAINTEXT", "CONTROLLER:PLAINTEXT"]
-        protocols += [f"{listener}:PLAINTEXT" for listener in proxied]
+        protocols += [f"{listener}:PLAINTEXT" for listener in self.info.proxied_listeners]
+        return listeners, advertised, protocols
+
+    def _broker_properties(self) -> dict[str, str]:
+        listeners, advertised, protocols = self._client_listeners(_BROKER_NODE_ID, self.info.port)
         for protocol, port in self.info.secure_ports.items():
             listeners.append(f"{protocol}://127.0.0.1:{port}")
             advertised.append(f"{protocol}://127.0.0.1:{port}")
@@ -430,36 +649,32 @@ class LocalCluster:
             "controller.quorum.voters": self._voters,
             "listeners": ",".join(listeners),
             "advertised.listeners": ",".join(advertised),
-            "controller.listener.names": "CONTROLLER",
-            "inter.broker.listener.name": "PLAINTEXT",
             "listener.security.protocol.map": ",".join(protocols),
             "log.dirs": str(self.broker.data_dir),
-            "broker.heartbeat.interval.ms": str(_HEARTBEAT_MS),
-            # One broker: every internal topic at replication factor 1 (DESIGN.md §9).
+            # One broker: every internal topic at replication factor 1.
             "offsets.topic.replication.factor": "1",
             "transaction.state.log.replication.factor": "1",
             "transaction.state.log.min.isr": "1",
             "share.coordinator.state.topic.replication.factor": "1",
             "share.coordinator.state.topic.min.isr": "1",
-            # Fewer internal partitions than the default 50: they are created at start-up and
-            # loaded after every restart, which is what readiness waits for.
-            "offsets.topic.num.partitions": "10",
-            "transaction.state.log.num.partitions": "10",
-            "group.initial.rebalance.delay.ms": "0",
-            # The log cleaner looks for work every second (default 15 s), so compaction on a
-            # topic with a short segment.ms is observable within seconds in tests and demos.
-            "log.cleaner.backoff.ms": "1000",
-            # Topics are created on purpose, with the partition counts and configs the product
-            # chooses; a typo must not silently create a topic.
-            "auto.create.topics.enable": "false",
-            "num.network.threads": "2",
-            "num.io.threads": "4",
+            **self._shared_broker_properties(),
             **(self._security_properties() if self.secure else {}),
         }
 
     @property
     def _voters(self) -> str:
+        if self.info.node_ports:
+            return ",".join(
+                f"{node_id}@127.0.0.1:{pair[1]}"
+                for node_id, pair in enumerate(self.info.node_ports, start=1)
+            )
         return f"{_CONTROLLER_NODE_ID}@127.0.0.1:{self.info.controller_port}"
+
+
+def _stop_together(nodes: list[KafkaNode], timeout_s: float) -> None:
+    pids = [node.request_stop() for node in nodes]
+    for node, pid in zip(nodes, pids, strict=True):
+        node.finish_stop(pid, timeout_s)
 
 
 def _new_cluster_id() -> str:

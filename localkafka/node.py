@@ -127,10 +127,22 @@ class KafkaNode:
 
     def stop(self, timeout_s: float) -> None:
         """SIGTERM, then SIGKILL if the JVM has not exited within `timeout_s`."""
+        self.finish_stop(self.request_stop(), timeout_s)
+
+    def request_stop(self) -> int | None:
+        """SIGTERM without waiting (a controlled shutdown); the pid to pass to `finish_stop`.
+
+        Nodes of one cluster are asked together: one after the other, the last ones would wait
+        for a controller quorum that the first ones took away."""
         pid = self.pid
+        if pid is not None:
+            os.kill(pid, signal.SIGTERM)
+        return pid
+
+    def finish_stop(self, pid: int | None, timeout_s: float) -> None:
+        """Wait for the JVM asked to stop (`request_stop`); SIGKILL it past `timeout_s`."""
         if pid is None:
             return
-        os.kill(pid, signal.SIGTERM)
         if not self._await_exit(pid, timeout_s):
             self.kill()
             return

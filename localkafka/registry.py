@@ -38,11 +38,17 @@ class ClusterRegistry:
         return LocalCluster.open(self._directory(name))
 
     def get_or_create(
-        self, name: str, *, proxied: Sequence[str] = (), secure: bool | None = None
+        self,
+        name: str,
+        *,
+        proxied: Sequence[str] = (),
+        secure: bool | None = None,
+        nodes: int | None = None,
     ) -> LocalCluster:
         """The cluster ``name``; made with the ``proxied`` listeners (and the secured ones, if
-        ``secure``) if it does not exist yet. An existing cluster keeps the listeners it was
-        made with; asked for with ``secure`` True or False, it must match."""
+        ``secure``; ``nodes`` nodes, one if None) if it does not exist yet. An existing cluster
+        keeps the listeners and nodes it was made with; asked for with ``secure`` True or False,
+        or with a number of nodes, it must match."""
         directory = self._directory(name)
         if (directory / "cluster.json").is_file():
             cluster = LocalCluster.open(directory)
@@ -52,12 +58,22 @@ class ClusterRegistry:
                     f"cluster {name!r} was made {made} secured listeners; remove it first "
                     f"(exactly kafka down --purge {name})"
                 )
+            if nodes is not None and len(cluster.nodes) != nodes:
+                raise ClusterStateError(
+                    f"cluster {name!r} was made with {len(cluster.nodes)} node(s), not {nodes}; "
+                    f"remove it first (exactly kafka down --purge {name})"
+                )
             return cluster
         # The other clusters' ports may be unbound now (stopped, or not started yet): they
         # are theirs all the same.
         taken = [port for other in self.names() for port in self.get(other).ports]
         return LocalCluster.create(
-            directory, name, proxied=proxied, reserved_ports=taken, secure=bool(secure)
+            directory,
+            name,
+            proxied=proxied,
+            reserved_ports=taken,
+            secure=bool(secure),
+            nodes=nodes or 1,
         )
 
     def _directory(self, name: str) -> Path:

@@ -5,7 +5,9 @@
 2. testcontainers with the official apache/kafka image, where a Docker engine answers;
 3. localkafka: real brokers as local processes from the official jars (the default here).
 
-KAFKA_EXACTLY_TEST_BACKEND=external|testcontainers|localkafka forces one. The variables are
+KAFKA_EXACTLY_TEST_BACKEND=external|testcontainers|localkafka forces one.
+KAFKA_EXACTLY_TEST_SOURCE_KAFKA_VERSION runs localkafka's source cluster on another Apache Kafka
+version (say 3.9.1: an older cluster users migrate from), the target on ours. The variables are
 deliberately outside the product's prefixes (KAFKA_CLUSTERS_, REPLICATION_, ...), which the roles
 reject as unknown when a test starts them as processes.
 """
@@ -23,9 +25,17 @@ from typing import Protocol
 
 from confluent_kafka.admin import AdminClient
 
-from localkafka import KAFKA_VERSION, LocalCluster, free_port, start_all, wait_until_ready
+from localkafka import (
+    KAFKA_VERSION,
+    LocalCluster,
+    ensure_kafka,
+    free_port,
+    start_all,
+    wait_until_ready,
+)
 
 BACKEND_VARIABLE = "KAFKA_EXACTLY_TEST_BACKEND"
+SOURCE_VERSION_VARIABLE = "KAFKA_EXACTLY_TEST_SOURCE_KAFKA_VERSION"
 EXTERNAL_VARIABLES = {
     "source": "KAFKA_EXACTLY_TEST_SOURCE_BOOTSTRAP_SERVERS",
     "target": "KAFKA_EXACTLY_TEST_TARGET_BOOTSTRAP_SERVERS",
@@ -118,7 +128,16 @@ def _external(name: str) -> KafkaBackend:
 def _localkafka(base_dir: Path) -> dict[str, KafkaBackend]:
     # Secured listeners beside PLAINTEXT, whose principal (ANONYMOUS) is a super-user: the
     # tests of secured flows use the former, every other test the latter, on the same JVMs.
-    clusters = [LocalCluster.create(base_dir / name, name, secure=True) for name in CLUSTER_NAMES]
+    versions = {"source": os.environ.get(SOURCE_VERSION_VARIABLE) or KAFKA_VERSION}
+    clusters = [
+        LocalCluster.create(
+            base_dir / name,
+            name,
+            ensure_kafka(versions.get(name, KAFKA_VERSION)),
+            secure=True,
+        )
+        for name in CLUSTER_NAMES
+    ]
     # Tied to this process: a test session killed with SIGKILL leaves no broker behind.
     start_all(clusters, _READY_TIMEOUT_S, tie_to_parent=True)
     return {cluster.name: _local_backend(cluster) for cluster in clusters}

@@ -24,7 +24,8 @@ def create_topic(
 ) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap_servers})
     futures = admin.create_topics(
-        [NewTopic(name, num_partitions=partitions, replication_factor=1, config=config or {})]
+        # The broker's default replication factor: 1 on one node, 3 on a cluster of several.
+        [NewTopic(name, num_partitions=partitions, replication_factor=-1, config=config or {})]
     )
     futures[name].result(timeout=30)
     # Creation is acknowledged by the controller before every partition has a leader on the

@@ -67,11 +67,17 @@ class DemoClusters:
     """demo-source and demo-target: created fresh by start(), stopped (data kept) by stop()."""
 
     def __init__(
-        self, directory: Path, *, proxied: Sequence[str] = (), secure: bool = False
+        self,
+        directory: Path,
+        *,
+        proxied: Sequence[str] = (),
+        secure: bool = False,
+        nodes: int = 1,
     ) -> None:
         self.directory = directory
         self._proxied = tuple(proxied)  # listeners reached through a proxy (chaos/network.py)
         self._secure = secure  # secured listeners beside PLAINTEXT (localkafka/security.py)
+        self._nodes = nodes  # combined broker+controller nodes per cluster (localkafka/cluster.py)
         self._registry = ClusterRegistry(directory)
         self._clusters: list[LocalCluster] = []
 
@@ -94,7 +100,9 @@ class DemoClusters:
             self._remove_last_run(name)
         for name in (SOURCE_NAME, TARGET_NAME):
             self._clusters.append(
-                self._registry.get_or_create(name, proxied=self._proxied, secure=self._secure)
+                self._registry.get_or_create(
+                    name, proxied=self._proxied, secure=self._secure, nodes=self._nodes
+                )
             )
         # Tied to this process: a demo killed with SIGKILL leaves no broker behind either.
         start_all(self._clusters, tie_to_parent=True)
@@ -110,7 +118,8 @@ class DemoClusters:
         return [
             cluster.name
             for cluster in self._clusters
-            if cluster.broker.is_running() or cluster.controller.is_running()
+            if any(node.is_running() for node in cluster.nodes.values())
+            or (cluster.controller is not None and cluster.controller.is_running())
         ]
 
     def _named(self, name: str) -> LocalCluster:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,11 +57,16 @@ from exactly.demo.verdict import Verdict, judge, read_committed
 from exactly.localenv import secured_pair_environment
 from exactly.roles import DEDUPLICATOR, OFFSETSYNC, REPLICATOR
 from localkafka import RoleProcess, free_ports
+from localkafka.replicas import leader_of
 from runtime import load_settings
 
 FLOW = "demo"
 KILL_REPLICATOR_AT = 0.35  # of the traffic time
 KILL_DEDUPLICATOR_AT = 0.65
+# Clusters of several nodes: the target node leading the destination's first partition is
+# SIGKILLed halfway and started again after NODE_DOWN_S, while the flow goes on.
+KILL_TARGET_NODE_AT = 0.5
+NODE_DOWN_S = 8.0
 _TICK_S = 0.5
 _WATCH_BUDGET_S = 0.2
 _ROLE_STOP_TIMEOUT_S = 30.0
@@ -85,6 +91,8 @@ class DemoOptions:
     secure: bool = False
     # The second verdict, Spark's: `exactly validate --require-complete` on the demo's flow.
     audit: bool = True
+    # Nodes per cluster: 3 replicates as production does, and a target node is killed too.
+    nodes: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +116,7 @@ class DemoRun:
         self.directory = directory
         self.run_dir = directory / "run"
         self._lock = DemoLock(directory)
-        self._clusters = DemoClusters(directory, secure=options.secure)
+        self._clusters = DemoClusters(directory, secure=options.secure, nodes=options.nodes)
         self._traffic: SampleTraffic | None = None
         self._watch: DestinationWatch | None = None
         self._roles: dict[str, RoleProcess] = {}
@@ -237,13 +245,35 @@ class DemoRun:
 
     def _traffic_phase(self) -> None:
         duration = self.options.duration_s
-        crashes = [(KILL_REPLICATOR_AT * duration, REPLICATOR)]
-        crashes.append((KILL_DEDUPLICATOR_AT * duration, DEDUPLICATOR))
+        crashes: list[tuple[float, Callable[[], None]]] = [
+            (KILL_REPLICATOR_AT * duration, lambda: self._crash_and_restart(REPLICATOR)),
+            (KILL_DEDUPLICATOR_AT * duration, lambda: self._crash_and_restart(DEDUPLICATOR)),
+        ]
+        if self.options.nodes > 1:
+            at = KILL_TARGET_NODE_AT * duration
+            crashes += [(at, self._kill_target_node), (at + NODE_DOWN_S, self._restart_nodes)]
+            crashes.sort(key=lambda crash: crash[0])
         started = time.monotonic()
         while (elapsed := time.monotonic() - started) < duration:
             if crashes and elapsed >= crashes[0][0]:
-                self._crash_and_restart(crashes.pop(0)[1])
+                crashes.pop(0)[1]()
             self._tick()
+
+    def _kill_target_node(self) -> None:
+        target = self._clusters.target
+        node = leader_of(target.bootstrap_servers, TOPICS[0].name, 0)
+        target.kill_node(node)
+        self.view.say(
+            f"killed target node {node} (leader of {TOPICS[0].name}[0]) with SIGKILL — "
+            f"the other two lead on; restarting it in {NODE_DOWN_S:.0f} s",
+            style="bold yellow",
+        )
+
+    def _restart_nodes(self) -> None:
+        target = self._clusters.target
+        for node in target.nodes:
+            target.launch_node(node, tie_to_parent=True)
+        self.view.say("restarted the target's stopped node", style="yellow")
 
     def _crash_and_restart(self, role: str) -> None:
         process = self._roles[role]

@@ -80,7 +80,7 @@ def create_topics(bootstrap_servers: str, topics: Iterable[DemoTopic] = TOPICS) 
     for topic in topics:
         try:
             ensure_topic(
-                admin, NewTopic(topic.name, topic.partitions, 1, config=dict(topic.config))
+                admin, NewTopic(topic.name, topic.partitions, -1, config=dict(topic.config))
             )
         except TopicSetupError as exc:
             raise DemoError(f"creating the sample topics on the source failed: {exc}") from exc
