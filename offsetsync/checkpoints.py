@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 from confluent_kafka import KafkaError, Message, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from runtime.clients import LIBRDKAFKA_LOG
 from runtime.topics import ensure_topic
 
 _FLUSH_TIMEOUT_S = 30.0
@@ -63,6 +64,7 @@ class CheckpointWriter:
             **client_config,
             "enable.idempotence": True,
             "linger.ms": 5,
+            "logger": LIBRDKAFKA_LOG,
         }
         if stats_cb is not None:
             config.update({"statistics.interval.ms": 1000, "stats_cb": stats_cb})

@@ -26,7 +26,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from offsetsync.errors import ReadTimeoutError
-from runtime import kafka_error_of
+from runtime import LIBRDKAFKA_LOG, kafka_error_of
 
 # (topic, partition)
 Key = tuple[str, int]
@@ -75,6 +75,8 @@ class ClusterReader:
             # The fetch state of a partition that stops moving names the cause (_describe_stuck).
             "statistics.interval.ms": 1000,
             "stats_cb": self._keep_stats,
+            # A broker out of reach: one warning with a count, not a line per attempt.
+            "logger": LIBRDKAFKA_LOG,
         }
         self._cluster = cluster
         self._stats_cb = stats_cb

@@ -9,7 +9,7 @@ from confluent_kafka import KafkaError
 
 from replicator.metrics import ReplicatorMetrics
 from replicator.topics import StagingTopic
-from runtime import LIBRDKAFKA_LOG, PREFETCH_DEFAULTS, Settings, get_logger
+from runtime import LIBRDKAFKA_LOG, PREFETCH_DEFAULTS, Settings, get_logger, log_client_error
 from runtime.role import static_membership
 
 log = get_logger(__name__)
@@ -66,11 +66,7 @@ def producer_config(
 
 
 def report_client_error(metrics: ReplicatorMetrics, cluster: str, error: KafkaError) -> None:
+    """Every error counted; a broker out of reach logged once per broker with a count, not once
+    per attempt (runtime.log_client_error)."""
     metrics.client_errors.labels(cluster, error.name()).inc()
-    log.warning(
-        "kafka client error",
-        cluster=cluster,
-        code=error.name(),
-        fatal=error.fatal(),
-        error=error.str(),
-    )
+    log_client_error(log, error, cluster=cluster, fatal=error.fatal())

@@ -12,22 +12,39 @@ lasts, and a record in the flow's meta topic) until the settings or the topics c
 start-up a collision the flow has not met before is the settings' error (a new rename, a fresh
 flow): stage 1 stops with DestinationCollisionError, exit 2, one line. One it has met (its
 newcomer recorded as left out) is not: the restart goes on copying the others.
+
+After start-up the rounds run on a thread of their own (replicator/discovery_thread.py) while
+the copy loop's rebalance callback may ask ``describe``: one lock makes them take turns with the
+admin clients, the FlowRecords and the state below, and each round's answer is published as one
+``Discovered`` that is never changed afterwards, so a reader sees a whole round or the last one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+import threading
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from replicator.errors import ReplicatorError
 from replicator.flowrecords import FlowRecords
 from replicator.topics import SourceTopic, describe_source_topics, ensure_destination
 from runtime import ExactlyError, NotAuthorizedError, Settings, get_logger, kafka_error_of
 from runtime.errors import AuthenticationError, DestinationCollisionError
 
 log = get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Discovered:
+    """What one discovery round found, for the copy loop to apply."""
+
+    topics: Mapping[str, SourceTopic]  # the source topics to copy
+    # Source topics deleted and recreated under their name, held back by policy: why.
+    recreated: Mapping[str, str]
+    # Source topics not copied as their destination name collides: why.
+    left_out: Mapping[str, str]
 
 
 class TopicDiscovery:
@@ -42,21 +59,26 @@ class TopicDiscovery:
         self._records = records
         self._source_admin = source_admin
         self._target_admin = target_admin
-        self.topics: dict[str, SourceTopic] = {}
+        # The last round's answer, replaced whole (never changed in place): read without the lock.
+        self.latest = Discovered(topics={}, recreated={}, left_out={})
         # Source topics deleted and recreated under their name, held back by policy: old id, new.
-        self.recreated: dict[str, tuple[str, str]] = {}
+        self._recreated: dict[str, tuple[str, str]] = {}
         # Source topics not copied as their destination name collides: topic -> why.
-        self.left_out: dict[str, str] = {}
+        self._left_out: dict[str, str] = {}
         self._looked = False
+        self._lock = threading.Lock()
 
-    def refresh(self, running: Collection[str]) -> bool:
-        """Describe the source again; False (and the last answer kept) when it cannot be read.
+    def refresh(self) -> Discovered | None:
+        """Describe the source again; None (and the last answer kept) when it cannot be read.
 
-        ``running``: the topics with assigned partitions, whose recreation under the policy
-        ``replicate`` ends the process (ReplicatorError) so that its restart starts clean.
         Two topics with one destination name end it at start-up only, when the flow has not met
         that collision before (DestinationCollisionError); afterwards the newcomer is left out.
+        A missing ACL or refused credentials end it at any time: no later round mends them.
         """
+        with self._lock:
+            return self._refresh()
+
+    def _refresh(self) -> Discovered | None:
         # Serves the admin clients' error callbacks (runtime.clients.RoleAdminClient), which
         # queue until a poll: every few seconds, not only while a start-up call fails.
         self._source_admin.poll(0)
@@ -65,9 +87,9 @@ class TopicDiscovery:
             found = self._describe()
         except KafkaException as exc:
             log.warning("topic discovery failed", error=kafka_error_of(exc).str())
-            return False
+            return None
         for name, topic in list(found.items()):
-            known = self.topics.get(name)
+            known = self.latest.topics.get(name)
             if known is None or known.partitions != topic.partitions:
                 try:
                     ensure_destination(self._target_admin, topic)
@@ -79,14 +101,26 @@ class TopicDiscovery:
                     if known is not None:
                         found[name] = known
                     continue
-            self._check_topic_id(topic, running=name in running)
-        self.topics = found
-        return True
+            self._check_topic_id(topic)
+        return self._publish(found)
 
-    def describe(self, names: Collection[str]) -> None:
-        """Learn topics assigned before discovery saw them (a rebalance can be first)."""
-        if any(name not in self.topics for name in names):
-            self.topics.update(self._describe())
+    def describe(self, names: Collection[str]) -> Discovered:
+        """The latest answer, after learning topics assigned before discovery saw them (a
+        rebalance can be first). Called in the copy loop: it waits for the lock (a round under
+        way) only in that rare case."""
+        latest = self.latest
+        if all(name in latest.topics for name in names):
+            return latest
+        with self._lock:
+            return self._publish({**self.latest.topics, **self._describe()})
+
+    def _publish(self, topics: dict[str, SourceTopic]) -> Discovered:
+        recreated = {
+            topic: f"source topic id changed {old} -> {new}: deleted and recreated"
+            for topic, (old, new) in self._recreated.items()
+        }
+        self.latest = Discovered(topics=topics, recreated=recreated, left_out=dict(self._left_out))
+        return self.latest
 
     def _describe(self) -> dict[str, SourceTopic]:
         recorded = self._records.left_out_topics()
@@ -108,7 +142,7 @@ class TopicDiscovery:
         )
         self._looked = True
         for topic, why in left_out.items():
-            if self.left_out.get(topic) != why:
+            if self._left_out.get(topic) != why:
                 log.error(
                     "source topic not replicated: its destination name collides",
                     topic=topic,
@@ -116,30 +150,18 @@ class TopicDiscovery:
                 )
             if topic not in recorded:
                 self._records.record_left_out(topic, why)
-        self.left_out = left_out
+        self._left_out = left_out
         return found
 
-    def recreated_detail(self, topic: str) -> str | None:
-        """Why ``topic``'s partitions stay stopped, or None when they may run."""
-        if topic not in self.recreated:
-            return None
-        old, new = self.recreated[topic]
-        return f"source topic id changed {old} -> {new}: deleted and recreated"
-
-    def _check_topic_id(self, topic: SourceTopic, *, running: bool) -> None:
+    def _check_topic_id(self, topic: SourceTopic) -> None:
+        """Invariant 7 for a topic recreated under its name: recorded and reported here; its
+        running lanes, which hold the old topic's id, are the copy loop's to stop or end on
+        (``Replicator._hold_recreated``)."""
         current = topic.topic_id.hex()
         recorded = self._records.topic_id(topic.name)
         if recorded == current:
             return
         replicate = self._settings.on_topic_recreated == "replicate"
-        if recorded is not None and running and replicate:
-            # Running lanes hold the old topic's id and positions: a restart starts the new
-            # topic cleanly (its committed offsets went with the old one).
-            self._records.record_topic_id(topic.name, current)
-            raise ReplicatorError(
-                f"source topic {topic.name} was deleted and recreated while replicated; "
-                "exiting so that the restart replicates the new one (policy replicate)"
-            )
         if recorded is None or replicate:
             if recorded is not None:
                 log.warning(
@@ -149,9 +171,9 @@ class TopicDiscovery:
                     topic_id=current,
                 )
             self._records.record_topic_id(topic.name, current)
-            self.recreated.pop(topic.name, None)
+            self._recreated.pop(topic.name, None)
             return
-        if topic.name not in self.recreated:
+        if topic.name not in self._recreated:
             log.error(
                 "source topic was deleted and recreated; its partitions stay stopped "
                 "(REPLICATION_ON_TOPIC_RECREATED=replicate goes on with the new one)",
@@ -159,4 +181,4 @@ class TopicDiscovery:
                 old_topic_id=recorded,
                 topic_id=current,
             )
-        self.recreated[topic.name] = (recorded, current)
+        self._recreated[topic.name] = (recorded, current)

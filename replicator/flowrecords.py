@@ -5,6 +5,8 @@
 
 Kafka deletes a group's committed offsets together with a deleted topic, so the consumer group
 alone cannot tell a recreated topic from a new one; the ids recorded here can, on any restart.
+
+Not thread-safe: after start-up only TopicDiscovery uses it, one round at a time (its lock).
 """
 
 from __future__ import annotations
@@ -17,8 +19,15 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from replicator.errors import TopicSetupError
-from runtime import Settings, call_retrying, get_logger, kafka_error_of, raise_if_refused
-from runtime.topics import STARTUP_PATIENCE_S, cluster_metadata, waiting_on
+from runtime import (
+    LIBRDKAFKA_LOG,
+    Settings,
+    call_retrying,
+    get_logger,
+    kafka_error_of,
+    raise_if_refused,
+)
+from runtime.topics import STARTUP_PATIENCE_S, call_once_known, cluster_metadata, waiting_on
 
 log = get_logger(__name__)
 
@@ -85,7 +94,11 @@ class FlowRecords:
 
     def _write(self, key: str, value: dict[str, Any]) -> None:
         producer = Producer(
-            {**self.settings.destination.client_config(), "enable.idempotence": True}
+            {
+                **self.settings.destination.client_config(),
+                "enable.idempotence": True,
+                "logger": LIBRDKAFKA_LOG,
+            }
         )
         failed: list[KafkaError] = []
 
@@ -118,11 +131,17 @@ class FlowRecords:
                 "group.id": self.settings.names.meta_reader_group,
                 "enable.auto.commit": False,
                 "isolation.level": "read_committed",
+                "logger": LIBRDKAFKA_LOG,
             }
         )
         values: dict[str, dict[str, Any]] = {}
         try:
-            _low, high = consumer.get_watermark_offsets(TopicPartition(self.topic, 0), _TIMEOUT_S)
+            # Created a moment ago (a fresh target), the topic may not have reached the broker
+            # this new client asks: "Unknown partition" then means "not yet", not "missing".
+            _low, high = call_once_known(
+                lambda: consumer.get_watermark_offsets(TopicPartition(self.topic, 0), _TIMEOUT_S),
+                self.topic,
+            )
             if high == 0:
                 return values
             consumer.assign([TopicPartition(self.topic, 0, 0)])

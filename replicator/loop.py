@@ -30,7 +30,9 @@ from confluent_kafka import (
 from envelope import RecordRow, carries_provenance, encode_rows
 from replicator.batching import Run, cut_runs, estimated_size, row_of
 from replicator.clients import consumer_config, producer_config, report_client_error
-from replicator.discovery import TopicDiscovery
+from replicator.discovery import Discovered, TopicDiscovery
+from replicator.discovery_thread import DiscoveryThread
+from replicator.errors import ReplicatorError
 from replicator.flowrecords import FlowRecords
 from replicator.lanes import InFlight, Lane, lane_of
 from replicator.metrics import ReplicatorMetrics
@@ -56,6 +58,8 @@ CONSUME_BATCH = 2000
 CONSUME_TIMEOUT_S = 0.2
 COMMIT_INTERVAL_S = 1.0
 DISCOVERY_INTERVAL_S = 5.0  # a new matching topic is picked up within 10 s (issue 4)
+# How long the loop's end waits for a discovery round under way (its admin calls: 30 s each).
+DISCOVERY_JOIN_S = 30.0
 WATCHDOG_INTERVAL_S = 1.0
 REBALANCE_FLUSH_S = 10.0  # bounded: a rebalance callback must never hang the group
 DRAIN_FLUSH_S = 30.0
@@ -92,6 +96,7 @@ class Replicator:
         self.discovery = TopicDiscovery(
             settings, records, source_admin, admin_client(settings.destination)
         )
+        self._discovery_thread = DiscoveryThread(self.discovery.refresh, DISCOVERY_INTERVAL_S)
         self.lanes: dict[tuple[str, int], Lane] = {}
         self._session = 0
         self._session_error: str | None = None
@@ -115,15 +120,31 @@ class Replicator:
         its fatal error (a refused CREATE) died of SIGSEGV instead of exiting 1, and clients
         left running into the exit are the likely cause (not reproduced since)."""
         try:
-            self._copy()
-        except BaseException:
-            self._abandon()
-            raise
-        self._drain()
+            try:
+                self._copy()
+            except BaseException:
+                self._abandon()
+                raise
+            self._drain()
+        finally:
+            # Told to stop when the copy ended, a round under way ran out meanwhile; joined so
+            # that no thread uses the admin clients while the process destroys them.
+            self._discovery_thread.join(DISCOVERY_JOIN_S)
 
     def _copy(self) -> None:
-        self._discover()
-        next_discovery = time.monotonic() + DISCOVERY_INTERVAL_S
+        # Start-up's round runs here, its errors stopping start-up with their own line and
+        # status (a collision the flow has not met: exit 2); every later one on its own thread.
+        found = self.discovery.refresh()
+        if found is not None:
+            self._apply(found)
+        self._discovery_thread.start()
+        try:
+            self._copy_until_stopped()
+        finally:
+            self._discovery_thread.stop()
+
+    def _copy_until_stopped(self) -> None:
+        next_lag = time.monotonic() + DISCOVERY_INTERVAL_S
         next_commit = next_watchdog = time.monotonic()
         while not self._should_stop():
             self._beat()
@@ -137,6 +158,9 @@ class Replicator:
                 raise self._refused
             if self._fatal is not None:
                 raise KafkaException(self._fatal)
+            found = self._discovery_thread.take()  # at once; raises what ended the thread
+            if found is not None:
+                self._apply(found)
             if self._session_error is not None:
                 self._end_session()
                 continue
@@ -147,9 +171,9 @@ class Replicator:
             if now >= next_commit:
                 self._commit(Why.PERIODIC)
                 next_commit = now + COMMIT_INTERVAL_S
-            if now >= next_discovery:
-                self._discover()
-                next_discovery = now + DISCOVERY_INTERVAL_S
+            if now >= next_lag:
+                self._update_lag()
+                next_lag = now + DISCOVERY_INTERVAL_S
 
     def _replicate(self, messages: list[Message]) -> None:
         # Lazily: a run is shipped as soon as it is cut, before the next row is made, so a lane
@@ -419,10 +443,10 @@ class Replicator:
                 # Taking it for "never committed" would re-read or, with `latest`, skip: stop,
                 # and the restart asks again.
                 raise KafkaException(tp.error)
-        self.discovery.describe({tp.topic for tp in committed})
+        found = self.discovery.describe({tp.topic for tp in committed})
         assign = []
         for tp in committed:
-            topic = self.discovery.topics.get(tp.topic)
+            topic = found.topics.get(tp.topic)
             if topic is None:
                 log.warning("assigned a topic that is gone", topic=tp.topic, partition=tp.partition)
                 continue
@@ -447,7 +471,7 @@ class Replicator:
             self.lanes[(tp.topic, tp.partition)] = lane
             assign.append(TopicPartition(tp.topic, tp.partition, start))
         consumer.incremental_assign(assign)
-        self._stop_recreated(self.lanes[(tp.topic, tp.partition)] for tp in assign)
+        self._hold_recreated((self.lanes[(tp.topic, tp.partition)] for tp in assign), found)
         self.metrics.assigned_partitions.set(len(self.lanes))
         log.info("partitions assigned", count=len(assign), total=len(self.lanes))
 
@@ -539,18 +563,18 @@ class Replicator:
 
     # -- topics -------------------------------------------------------------------------------
 
-    def _discover(self) -> None:
-        running = {lane.topic for lane in self.lanes.values()}
-        if self.discovery.refresh(running):
-            self._stop_recreated(self.lanes.values())
-            self._subscribe(sorted(self.discovery.topics))
-            self._count_left_out()
-        self._update_lag()
+    def _apply(self, found: Discovered) -> None:
+        """A finished discovery round, in the loop's own thread (the consumer, the lanes and the
+        gauges are the loop's): the policy for recreated topics first, so that no lane of one
+        copies another record, then the subscription and the left-out gauge."""
+        self._hold_recreated(self.lanes.values(), found)
+        self._subscribe(sorted(found.topics))
+        self._count_left_out(found)
 
-    def _count_left_out(self) -> None:
+    def _count_left_out(self, found: Discovered) -> None:
         gauge = self.metrics.topics_left_out
         gauge.clear()  # a topic no longer left out (renamed apart, excluded, deleted) drops out
-        for topic in self.discovery.left_out:
+        for topic in found.left_out:
             gauge.labels(topic).set(1)
 
     def _subscribe(self, names: list[str]) -> None:
@@ -566,12 +590,25 @@ class Replicator:
             log.warning("no source topic matches the configured topics; waiting")
         self._subscribed = names
 
-    def _stop_recreated(self, lanes: Iterable[Lane]) -> None:
-        """Invariant 7: the partitions of a topic recreated under its name stay stopped."""
+    def _hold_recreated(self, lanes: Iterable[Lane], found: Discovered) -> None:
+        """Invariant 7: a lane never copies a recreated topic under the old topic's id and
+        positions. Held back by policy, its partitions stay stopped. Under the policy
+        replicate, discovery has recorded the new id, and the process ends so that the restart
+        copies the new topic cleanly (its committed offsets went with the old one). Judged on
+        the lanes themselves, not on a list of running topics taken when the round began:
+        partitions assigned while it ran hold the id they were assigned with."""
         for lane in lanes:
-            detail = self.discovery.recreated_detail(lane.topic)
-            if detail is not None and not lane.stopped:
-                self._stop(lane, "topic_recreated", detail, offset=lane.committable)
+            detail = found.recreated.get(lane.topic)
+            if detail is not None:
+                if not lane.stopped:
+                    self._stop(lane, "topic_recreated", detail, offset=lane.committable)
+                continue
+            topic = found.topics.get(lane.topic)
+            if topic is not None and topic.topic_id != lane.topic_id:
+                raise ReplicatorError(
+                    f"source topic {lane.topic} was deleted and recreated while replicated; "
+                    "exiting so that the restart replicates the new one (policy replicate)"
+                )
 
     def _update_lag(self) -> None:
         for lane in self.lanes.values():

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import (
+    KafkaError,
     KafkaException,
     TopicCollection,
 )
@@ -21,10 +22,16 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, Ne
 from replicator.errors import StagingMismatchError, TopicSetupError
 from replicator.flowrecords import FlowRecords
 from replicator.lanes import LANE_FUNCTION
-from runtime import Settings, get_logger, raise_if_refused
+from runtime import Settings, get_logger, kafka_error_of, raise_if_refused
 from runtime.errors import DestinationCollisionError
 from runtime.settings import destination_names
-from runtime.topics import cluster_metadata, ensure_topic, require_operations
+from runtime.topics import (
+    admin_result,
+    call_once_known,
+    cluster_metadata,
+    ensure_topic,
+    require_operations,
+)
 
 log = get_logger(__name__)
 
@@ -95,15 +102,19 @@ def describe_source_topics(
     found = {}
     for name, future in descriptions.items():
         try:
-            description = future.result(timeout=_TIMEOUT_S)
+            description = admin_result(future, _TIMEOUT_S)
         except KafkaException as exc:
             raise_if_refused(exc, "source", {"TOPIC": ("DESCRIBE", name)})
+            if kafka_error_of(exc).code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                # A broker dead or slow (a timeout): the round fails and keeps its last answer.
+                # Taken for a deleted topic it would unsubscribe every partition of it.
+                raise
             # Deleted between list and describe: it is simply not there this round.
             log.warning("source topic vanished while described", topic=name, error=str(exc))
             continue
         config_future = next(f for r, f in configs.items() if r.name == name)
         try:
-            entries = config_future.result(timeout=_TIMEOUT_S)
+            entries = admin_result(config_future, _TIMEOUT_S)
         except KafkaException as exc:
             # Discovery retries what fails every few seconds: a missing ACL stops it instead.
             raise_if_refused(exc, "source", {"TOPIC": ("DESCRIBE_CONFIGS", name)})
@@ -211,7 +222,12 @@ def ensure_staging(admin: AdminClient, settings: Settings, records: FlowRecords)
 
 def _max_message_bytes(admin: AdminClient, topic: str) -> int:
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
-    entries = next(iter(admin.describe_configs([resource]).values())).result(timeout=_TIMEOUT_S)
+
+    def describe() -> Any:
+        return admin_result(next(iter(admin.describe_configs([resource]).values())), _TIMEOUT_S)
+
+    # Staging may have been created a moment ago: a broker not told yet is waited out.
+    entries = call_once_known(describe, topic)
     return int(entries["max.message.bytes"].value)
 
 
@@ -220,7 +236,7 @@ def _await(futures: dict[Any, Any], what: str, needs: tuple[str, str]) -> None:
     ACL a refusal is about."""
     for future in futures.values():
         try:
-            future.result(timeout=_TIMEOUT_S)
+            admin_result(future, _TIMEOUT_S)
         except KafkaException as exc:
             raise_if_refused(exc, "target", {"TOPIC": needs})
             raise TopicSetupError(f"could not {what}: {exc}") from exc

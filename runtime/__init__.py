@@ -1,6 +1,7 @@
 """What every process shares: settings, Kafka error classification, the runtime errors."""
 
-from runtime.clients import LIBRDKAFKA_LOG, PREFETCH_DEFAULTS, admin_client
+from runtime.broker_reach import BROKER_REACH, BrokerReach, broker_out_of_reach
+from runtime.clients import LIBRDKAFKA_LOG, PREFETCH_DEFAULTS, admin_client, log_client_error
 from runtime.consuming import consume_ready
 from runtime.errors import (
     AbortableKafkaError,
@@ -30,9 +31,11 @@ from runtime.settings import ClusterSettings, Settings, load_settings, render_co
 from runtime.shutdown import GracefulShutdown
 
 __all__ = [
+    "BROKER_REACH",
     "LIBRDKAFKA_LOG",
     "PREFETCH_DEFAULTS",
     "AbortableKafkaError",
+    "BrokerReach",
     "ClusterSettings",
     "ConfigError",
     "ErrorClass",
@@ -50,6 +53,7 @@ __all__ = [
     "Settings",
     "abort_or_replace",
     "admin_client",
+    "broker_out_of_reach",
     "call_retrying",
     "classify",
     "configure_logging",
@@ -58,6 +62,7 @@ __all__ = [
     "is_secret_property",
     "kafka_error_of",
     "load_settings",
+    "log_client_error",
     "produce_when_room",
     "raise_if_refused",
     "refusal",

@@ -1,9 +1,12 @@
-"""What every Kafka client of ours shares: its log lines through our logging, admin clients
-built so, and the bounds of both stages' consumers' prefetching (PREFETCH_DEFAULTS).
+"""What every Kafka client of ours shares: its log lines through our logging, the line of its
+``error_cb`` (``log_client_error``), admin clients built so, and the bounds of both stages'
+consumers' prefetching (PREFETCH_DEFAULTS).
 
 librdkafka writes its log lines to stderr unless a client has a ``logger``: raw ``%6|...`` lines
 in a process whose every other line is ``key=value`` or JSON (``EXACTLY_LOG_FORMAT``), which a
-log shipper cannot parse. Every client of ours logs through ``LIBRDKAFKA_LOG`` instead.
+log shipper cannot parse. Every client of ours logs through ``LIBRDKAFKA_LOG`` instead, whose
+filter (runtime/broker_reach.py) turns its ERROR line per failed connection attempt into one
+WARNING per broker with a count.
 """
 
 from __future__ import annotations
@@ -14,10 +17,14 @@ from typing import Any
 from confluent_kafka import KafkaError
 from confluent_kafka.admin import AdminClient
 
+from runtime.broker_reach import BROKER_REACH, broker_out_of_reach
 from runtime.errors import AuthenticationError
+from runtime.kafka_errors import ErrorClass, classify
+from runtime.logs import EventLogger
 from runtime.settings import ClusterSettings
 
 LIBRDKAFKA_LOG = logging.getLogger("librdkafka")
+LIBRDKAFKA_LOG.addFilter(BROKER_REACH)
 
 # Both stages' consumers, under the user's own properties. librdkafka fetches a partition again
 # only while its local queue holds fewer than queued.min.messages (100 000 a partition) and
@@ -32,6 +39,27 @@ PREFETCH_DEFAULTS: dict[str, object] = {
     "queued.min.messages": 20_000,
     "queued.max.messages.kbytes": 32 * 1024,
 }
+
+
+def log_client_error(log: EventLogger, error: KafkaError, **fields: object) -> None:
+    """The line of an ``error_cb`` for ``error``, with ``fields`` first.
+
+    A broker out of reach is DEBUG here: librdkafka's own line of the same failure goes to
+    ``BROKER_REACH``, which says it once per broker with a count ("N/N brokers are down", which
+    has no line of its own, is counted there too). What an operator must cure (FATAL by
+    runtime/kafka_errors.py: credentials, certificates, ACLs, fencing) is an ERROR; the rest a
+    WARNING.
+    """
+    if broker_out_of_reach(error):
+        if error.code() == KafkaError._ALL_BROKERS_DOWN:
+            BROKER_REACH.all_down(error.str())
+        say = log.debug
+    elif classify(error) is ErrorClass.FATAL:
+        say = log.error
+    else:
+        say = log.warning
+    line: dict[str, Any] = {**fields, "code": error.name(), "error": error.str()}
+    say("kafka client error", **line)
 
 
 # What librdkafka reports (to error_cb only) when the cluster refuses the credentials; the call

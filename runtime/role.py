@@ -15,6 +15,7 @@ from contextlib import ExitStack
 from confluent_kafka import KafkaException
 from prometheus_client import CollectorRegistry, ProcessCollector
 
+from runtime.broker_reach import BROKER_REACH
 from runtime.errors import ConfigError, ExactlyError, FencedError
 from runtime.http import Health, serve_http
 from runtime.identity import IdentityClaim
@@ -92,6 +93,8 @@ def _serve(
             # Resident memory, CPU seconds, open files: what a pod's requests and limits are
             # set by.
             ProcessCollector(registry=registry)
+            # Brokers the process's clients fail to reach (the ExactlyBrokerUnreachable alert).
+            registry.register(BROKER_REACH)
             server = serve_http(
                 settings.metrics_port, registry=registry, health=health, host=settings.metrics_host
             )

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import time
 from collections.abc import Callable
+from typing import TypeVar
 
 from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import AclOperation, AdminClient, ClusterMetadata, NewTopic
@@ -21,12 +23,63 @@ from runtime.logs import get_logger
 
 log = get_logger(__name__)
 
+T = TypeVar("T")
+
 _TIMEOUT_S = 30.0
 _ATTEMPT_S = 10.0  # one start-up metadata request; STARTUP_PATIENCE_S bounds them all
 # A role starting while a broker restarts (a crash, a rolling upgrade) waits it out: transport
 # failures and leader elections are retried this long before start-up fails (exactly chaos
 # found the deduplicator exiting on "Broker transport failure" instead).
 STARTUP_PATIENCE_S = 120.0
+# How long a topic that exists (created, or listed, a moment ago) may still be unknown to the
+# broker a client asks: each broker learns a new topic from the metadata log on its own time.
+NEW_TOPIC_PATIENCE_S = 30.0
+# What a broker (or the client's own metadata from it) answers about a topic it has not learnt
+# yet. On three nodes, a new consumer's first watermark read of a topic whose every partition had
+# a leader in the admin client's metadata (await_leaders) failed so 3 times in 40, and 4 in 60
+# when its own metadata showed the leaders too (the leader itself answering
+# UNKNOWN_TOPIC_OR_PART); read again, 60 in 60 succeeded within 0.7 s (issue 31).
+_NOT_YET_KNOWN = frozenset(
+    {KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC, KafkaError.UNKNOWN_TOPIC_OR_PART}
+)
+
+
+def admin_result(future: concurrent.futures.Future[T], timeout_s: float = _TIMEOUT_S) -> T:
+    """``future.result(timeout_s)`` of an admin call, an answer that outlives ``timeout_s``
+    raised as the KafkaException (_TIMED_OUT, retriable) it is: the future's own
+    ``concurrent.futures.TimeoutError`` is no KafkaException, and stage 1 exited 1 on one when a
+    source broker died under its topic discovery (issue 31)."""
+    try:
+        return future.result(timeout=timeout_s)
+    except concurrent.futures.TimeoutError as exc:  # a broker frozen, dead or unreachable
+        timed_out = KafkaError(KafkaError._TIMED_OUT, f"no answer in {timeout_s:.0f} s")
+        raise KafkaException(timed_out) from exc
+
+
+def call_once_known(
+    call: Callable[[], T], topic: str, patience_s: float = NEW_TOPIC_PATIENCE_S
+) -> T:
+    """``call()``, a request about ``topic``, which exists: again while the broker asked does
+    not know it yet, for up to ``patience_s``; then a TopicSetupError naming the topic. Any
+    other error propagates unchanged (``call_retrying`` around this waits out a restart).
+
+    ensure_topic's wait for leaders cannot spare a reader this: it sees one broker's metadata,
+    and the reader's client asks another (a fresh three-node target stopped stage 1 at start-up
+    with "reading <meta topic>: Failed to get watermark offsets: Local: Unknown partition")."""
+    deadline = time.monotonic() + patience_s
+    while True:
+        try:
+            return call()
+        except KafkaException as exc:
+            error = kafka_error_of(exc)
+            if error.code() not in _NOT_YET_KNOWN:
+                raise
+            if time.monotonic() > deadline:
+                raise TopicSetupError(
+                    f"topic {topic} still unknown to the cluster after {patience_s:.0f} s: "
+                    f"{error.str()}"
+                ) from exc
+            time.sleep(0.1)
 
 
 def ensure_topic(admin: AdminClient, topic: NewTopic) -> None:
@@ -34,14 +87,11 @@ def ensure_topic(admin: AdminClient, topic: NewTopic) -> None:
 
     def create() -> None:
         try:
-            admin.create_topics([topic])[topic.topic].result(timeout=_TIMEOUT_S)
+            admin_result(admin.create_topics([topic])[topic.topic])
         except KafkaException as exc:
             # Another instance of the flow may have created it a moment ago: that is success.
             if kafka_error_of(exc).code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise
-        except TimeoutError as exc:  # the future's own wait: a broker frozen or unreachable
-            timed_out = KafkaError(KafkaError._TIMED_OUT, f"no answer in {_TIMEOUT_S:.0f} s")
-            raise KafkaException(timed_out) from exc
 
     try:
         call_retrying(
@@ -70,9 +120,7 @@ def require_operations(
     def describe() -> list[AclOperation] | None:
         collection = TopicCollection([topic])
         futures = admin.describe_topics(collection, include_authorized_operations=True)
-        operations: list[AclOperation] | None = (
-            futures[topic].result(timeout=_TIMEOUT_S).authorized_operations
-        )
+        operations: list[AclOperation] | None = admin_result(futures[topic]).authorized_operations
         return operations
 
     try:

@@ -1,0 +1,352 @@
+"""Kafka brokers this process cannot reach: librdkafka's connection failures as one WARNING per
+broker with a count, an INFO line when they stop, and two metrics.
+
+librdkafka logs every failed attempt to connect at ERROR (facility FAIL, "Connect to
+ipv4#10.0.0.5:9092 failed: Connection refused") and hands it to ``error_cb`` as well. While a
+broker restarts, each client retries it several times a second, and once "1/1 brokers are down"
+it bootstraps again and its own suppression of repeated lines starts over: three clients of a
+one-broker cluster logged 1,300 ERROR lines in the 50 s of one restart (librdkafka 2.16).
+``BROKER_REACH``, a filter on ``LIBRDKAFKA_LOG`` (runtime/clients.py), logs instead::
+
+    level=warning msg="kafka broker unreachable" broker=10.0.0.5:9092 error="Connect to ..."
+    level=warning msg="kafka broker still unreachable" broker=10.0.0.5:9092 failures=212
+        failing_s=30.0 error="Connect to ..."
+    level=info msg="kafka broker no longer failing" broker=10.0.0.5:9092 failures=431
+        failing_s=48.2 quiet_s=60.0
+
+the second at most every SUMMARY_S per broker, counting the failures since the line before, and
+passes librdkafka's own line on at DEBUG. "N/N brokers are down", which librdkafka hands to
+``error_cb`` only, is said at most as often (``all_down``, from runtime.log_client_error).
+``exactly_broker_unreachable_seconds{broker}`` and
+``exactly_broker_connection_failures_total{broker}`` say the same to Prometheus (the
+ExactlyBrokerUnreachable alert). ``broker`` is the address the cluster advertises, which names
+the cluster too: librdkafka's line does not say which client configuration it came from.
+
+A failure to reach a broker (``parse``): a TCP connect that fails, a name that does not resolve,
+a connection set-up that times out, a send or receive the network cuts off. An established
+connection that drops ("Disconnected", in state UP for 2 s or more: a broker going down) is not
+one: its line goes to DEBUG and the reconnect decides. Anything else keeps librdkafka's level, for
+it is a setting or a credential to fix, not a broker out of reach: SSL and SASL failures, a
+certificate refused (a TLS alert in a "Receive failed"), a disconnect during the handshake or in
+a connection's first seconds (how a wrong security.protocol shows).
+
+"No longer failing" is inferred from quiet, and claims no more: librdkafka reports a successful
+connection only in its debug log, repeats an identical failure at most every 30 s, and stops
+retrying a broker it no longer needs (in a replicated cluster, once leadership moved away).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+from confluent_kafka import KafkaError
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from runtime.logs import get_logger
+
+# No failure for this long and a broker counts as no longer failing: longer than librdkafka's
+# 30 s between two lines of one identical failure plus its longest reconnect backoff (10 s,
+# jitter up to +50 %), so that a broker still refusing is not called recovered in between.
+QUIET_S = 60.0
+# At most one "still unreachable" line per broker (and one "no broker up") this often.
+SUMMARY_S = 30.0
+_TICK_S = 1.0
+# A connection that drops sooner after it came up is how a listener that expects another
+# security.protocol (SASL) answers; librdkafka's own hint for that case uses the same 2 s.
+_SETTLED_MS = 2000
+
+_log = get_logger(__name__)
+
+Kind = Literal["failure", "dropped"]
+_Line = tuple[Callable[..., None], str, dict[str, object]]
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerEvent:
+    """One connection-level line of librdkafka about one broker."""
+
+    broker: str  # host:port, as the cluster advertises it
+    kind: Kind  # failure: it cannot be reached; dropped: an established connection closed
+    detail: str  # librdkafka's words, without its "(after ...)" suffix
+    attempts: int  # this failure and the identical ones librdkafka left unsaid before it
+
+
+_THREAD = re.compile(r"\[thrd:[^\]]*\]: ")
+# "10.0.0.5:9092/1", "10.0.0.5:9092/bootstrap", "sasl_ssl://10.0.0.5:9093/2"
+_BROKER_NAME = re.compile(r"(?:[a-z_]+://)?(?P<address>\S+:\d+)/\w+")
+# A logical broker ("GroupCoordinator", "TxnCoordinator") puts its current address first.
+_LOGICAL = re.compile(r"(?P<address>\S+:\d+): (?P<rest>.*)", re.DOTALL)
+_SUFFIX = re.compile(
+    r" \(after (?P<ms>\d+)ms in state (?P<state>\w+)"
+    r"(?:, (?P<unsaid>\d+) identical error\(s\) suppressed)?\)$"
+)
+# "Connect to ipv4#10.0.0.5:9092 failed: ..." (how a logical broker's line may begin).
+_CONNECT_ADDRESS = re.compile(r"Connect to (?:ipv[46]#)?(?P<address>\S+:\d+) failed: ")
+_UNREACHABLE = re.compile(
+    r"Connect to \S+ failed: .+"
+    r"|Failed to resolve '[^']*': .+"
+    r"|Connection setup timed out in state (?:CONNECT|SSL_HANDSHAKE|APIVERSION_QUERY)"
+    r"|(?:Receive|Send) failed: (?:Connection reset by peer|Broken pipe|Connection timed out"
+    r"|No route to host|Network is unreachable|Host is unreachable)",
+    re.DOTALL,
+)
+_DROPPED = re.compile(
+    r"Disconnected(?:: connection (?:reset by peer"
+    r"|closed by peer(?:: receive 0 after POLLIN|: POLLHUP)?))?"
+)
+_ALL_DOWN = re.compile(r"\d+/\d+ brokers are down")
+_REACH_CODES = frozenset({KafkaError._TRANSPORT, KafkaError._RESOLVE})
+
+
+def parse(text: str) -> BrokerEvent | None:
+    """The broker event librdkafka's ``text`` reports (a FAIL line, or an ``error_cb`` error's
+    string), or None when it is anything but a broker out of reach or a connection dropped."""
+    thread = _THREAD.match(text)
+    if thread is not None:
+        text = text[thread.end() :]
+    name, separator, rest = text.partition(": ")
+    if not separator:
+        return None
+    named = _BROKER_NAME.fullmatch(name)
+    if named is not None:
+        address = named["address"]
+    elif not name.isalnum():
+        return None
+    elif (logical := _LOGICAL.fullmatch(rest)) is not None:
+        address, rest = logical["address"], logical["rest"]
+    elif (connect := _CONNECT_ADDRESS.match(rest)) is not None:
+        # A logical broker not yet bound to an address names it only in the failure itself.
+        address = connect["address"]
+    else:
+        return None
+    suffix = _SUFFIX.search(rest)
+    detail = rest if suffix is None else rest[: suffix.start()]
+    if _UNREACHABLE.fullmatch(detail):
+        unsaid = int(suffix["unsaid"] or 0) if suffix is not None else 0
+        return BrokerEvent(address, "failure", detail, 1 + unsaid)
+    if (
+        _DROPPED.fullmatch(detail)
+        and suffix is not None
+        and suffix["state"] == "UP"
+        and int(suffix["ms"]) >= _SETTLED_MS
+    ):
+        return BrokerEvent(address, "dropped", detail, 1)
+    return None
+
+
+def broker_out_of_reach(error: KafkaError) -> bool:
+    """Whether ``error`` (an ``error_cb``'s) says only that brokers cannot be reached right now:
+    ``BROKER_REACH`` reports it, once per broker with a count, from librdkafka's own line of the
+    same failure (and "N/N brokers are down" through ``all_down``)."""
+    if error.code() == KafkaError._ALL_BROKERS_DOWN:
+        return _ALL_DOWN.fullmatch(error.str()) is not None
+    return error.code() in _REACH_CODES and parse(error.str()) is not None
+
+
+@dataclass
+class _Broker:
+    failures: int = 0  # since the process started (the counter)
+    since: float | None = None  # the first failure of the current run; None: not failing
+    last: float = 0.0  # the latest failure
+    run: int = 0  # failures in the current run
+    unsaid: int = 0  # failures since the run's last line
+    said: float = 0.0  # when that line was
+    detail: str = ""  # the latest failure, in librdkafka's words
+
+
+class BrokerReach:
+    """Which brokers this process's Kafka clients fail to reach (module docstring): a logging
+    filter for librdkafka's lines, a Prometheus collector, and a daemon thread that says when a
+    run of failures has a count due or has ended. Thread-safe: librdkafka's lines come from
+    whichever thread polls a client."""
+
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.monotonic,
+        *,
+        quiet_s: float = QUIET_S,
+        summary_s: float = SUMMARY_S,
+        tick_s: float | None = _TICK_S,
+    ) -> None:
+        """``tick_s`` None: no thread, the caller calls ``tick()`` (tests, with their clock)."""
+        self.quiet_s = quiet_s
+        self.summary_s = summary_s
+        self._clock = clock
+        self._tick_s = tick_s
+        self._lock = threading.Lock()
+        self._brokers: dict[str, _Broker] = {}
+        self._ticker: threading.Thread | None = None
+        self._all_down_unsaid = 0
+        self._all_down_said: float | None = None
+
+    # -- what comes in --------------------------------------------------------------------------
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """The filter of ``LIBRDKAFKA_LOG``: a broker failure is counted (and said once), its
+        line and a dropped connection's go on at DEBUG; any other line passes unchanged."""
+        text = _fail_text(record)
+        event = None if text is None else parse(text)
+        if event is None:
+            return True
+        if event.kind == "failure":
+            self.failed(event)
+        if not logging.getLogger(record.name).isEnabledFor(logging.DEBUG):
+            return False
+        record.levelno, record.levelname = logging.DEBUG, logging.getLevelName(logging.DEBUG)
+        return True
+
+    def failed(self, event: BrokerEvent) -> None:
+        """Count a failure to reach ``event.broker``; the first of a run is said at once."""
+        lines: list[_Line] = []
+        with self._lock:
+            now = self._clock()
+            broker = self._brokers.setdefault(event.broker, _Broker())
+            broker.failures += event.attempts
+            broker.last, broker.detail = now, event.detail
+            if broker.since is None:
+                broker.since, broker.run, broker.unsaid, broker.said = now, event.attempts, 0, now
+                fields: dict[str, object] = {"broker": event.broker, "error": event.detail}
+                lines.append((_log.warning, "kafka broker unreachable", fields))
+            else:
+                broker.run += event.attempts
+                broker.unsaid += event.attempts
+            self._keep_ticking()
+        _say(lines)
+
+    def all_down(self, detail: str) -> None:
+        """A client has no broker up ("1/1 brokers are down"): said at most every summary_s,
+        with the number of such reports since the line before."""
+        lines: list[_Line] = []
+        with self._lock:
+            now = self._clock()
+            self._all_down_unsaid += 1
+            said = self._all_down_said
+            if said is None or now - said >= self.summary_s:
+                fields: dict[str, object] = {"reports": self._all_down_unsaid, "error": detail}
+                lines.append((_log.warning, "kafka client has no broker up", fields))
+                self._all_down_unsaid, self._all_down_said = 0, now
+        _say(lines)
+
+    # -- what goes out --------------------------------------------------------------------------
+
+    def tick(self) -> bool:
+        """Say what is due: each failing broker's failures since its last line (every
+        summary_s), and the end of each run quiet_s after its last failure. Returns whether a
+        broker is still failing."""
+        lines: list[_Line] = []
+        with self._lock:
+            now = self._clock()
+            for address, broker in self._brokers.items():
+                if broker.since is None:
+                    continue
+                if now - broker.last >= self.quiet_s:
+                    fields: dict[str, object] = {
+                        "broker": address,
+                        "failures": broker.run,
+                        "failing_s": round(broker.last - broker.since, 1),
+                        "quiet_s": self.quiet_s,
+                    }
+                    lines.append((_log.info, "kafka broker no longer failing", fields))
+                    broker.since = None
+                elif broker.unsaid and now - broker.said >= self.summary_s:
+                    fields = {
+                        "broker": address,
+                        "failures": broker.unsaid,
+                        "failing_s": round(now - broker.since, 1),
+                        "error": broker.detail,
+                    }
+                    lines.append((_log.warning, "kafka broker still unreachable", fields))
+                    broker.unsaid, broker.said = 0, now
+            failing = self._failing()
+        _say(lines)
+        return failing
+
+    def failing(self) -> dict[str, float]:
+        """Each broker failing now, with how long it has been (seconds)."""
+        with self._lock:
+            now = self._clock()
+            return {
+                address: now - broker.since
+                for address, broker in self._brokers.items()
+                if broker.since is not None
+            }
+
+    def describe(self) -> Iterable[Metric]:
+        return self._families()
+
+    def collect(self) -> Iterable[Metric]:
+        with self._lock:
+            now = self._clock()
+            rows = [
+                (address, 0.0 if b.since is None else now - b.since, b.failures)
+                for address, b in sorted(self._brokers.items())
+            ]
+        unreachable, failures = self._families()
+        for address, seconds, count in rows:
+            unreachable.add_metric([address], seconds)
+            failures.add_metric([address], count)
+        return [unreachable, failures]
+
+    @staticmethod
+    def _families() -> tuple[GaugeMetricFamily, CounterMetricFamily]:
+        return (
+            GaugeMetricFamily(
+                "exactly_broker_unreachable_seconds",
+                "How long this process's Kafka clients have been failing to connect to the "
+                f"broker; 0 once no connection to it has failed for {QUIET_S:.0f} s (inferred: "
+                "librdkafka does not report a connection that succeeds).",
+                labels=["broker"],
+            ),
+            CounterMetricFamily(
+                "exactly_broker_connection_failures",
+                "Failed attempts of this process's Kafka clients to connect to the broker "
+                "(refused, unresolved, timed out, cut off).",
+                labels=["broker"],
+            ),
+        )
+
+    # -- the thread -----------------------------------------------------------------------------
+
+    def _failing(self) -> bool:
+        return any(broker.since is not None for broker in self._brokers.values())
+
+    def _keep_ticking(self) -> None:
+        """Start the ticking thread unless it runs; called holding the lock."""
+        if self._tick_s is None or self._ticker is not None:
+            return
+        self._ticker = threading.Thread(target=self._tick_until_quiet, name="broker-reach")
+        self._ticker.daemon = True
+        self._ticker.start()
+
+    def _tick_until_quiet(self) -> None:
+        assert self._tick_s is not None
+        while True:
+            time.sleep(self._tick_s)
+            self.tick()
+            with self._lock:  # decided and recorded together with failed()'s check
+                if not self._failing():
+                    self._ticker = None
+                    return
+
+
+def _fail_text(record: logging.LogRecord) -> str | None:
+    """The text of a librdkafka FAIL line, as confluent_kafka logs one:
+    ``logger.log(level, "%s [%s] %s", facility, client name, text)``."""
+    args = record.args
+    if record.msg != "%s [%s] %s" or not isinstance(args, tuple) or len(args) != 3:
+        return None
+    return str(args[2]) if args[0] == "FAIL" else None
+
+
+def _say(lines: list[_Line]) -> None:
+    for log, msg, fields in lines:
+        log(msg, **fields)
+
+
+BROKER_REACH = BrokerReach()

@@ -1,0 +1,123 @@
+"""A discovery round whose admin calls time out or fail is a failed round: a warning, the last
+answer kept and another round an interval later, never an exit and never an empty answer (issue
+31: stage 1 exited 1 on an uncaught ``concurrent.futures.TimeoutError`` after a source broker
+died). The admin clients are small fakes answering with real futures; the rest is real."""
+
+from __future__ import annotations
+
+import concurrent.futures
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException, Uuid
+
+from replicator import topics
+from replicator.discovery import TopicDiscovery
+from replicator.flowrecords import FlowRecords
+from runtime import load_settings
+
+TOPIC = "orders"
+TOPIC_ID = Uuid(0x0123456789ABCDEF, 0x0FEDCBA987654321)
+
+
+def _answered(value: Any) -> concurrent.futures.Future[Any]:
+    future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+    future.set_result(value)
+    return future
+
+
+def _failed(error: KafkaError) -> concurrent.futures.Future[Any]:
+    future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+    future.set_exception(KafkaException(error))
+    return future
+
+
+def _described() -> concurrent.futures.Future[Any]:
+    return _answered(SimpleNamespace(partitions=[0, 1, 2], topic_id=TOPIC_ID))
+
+
+@dataclass
+class SourceAdmin:
+    """The source cluster's admin client: each describe answers with the next future given."""
+
+    descriptions: list[concurrent.futures.Future[Any]] = field(default_factory=list)
+
+    def poll(self, _timeout: float) -> int:
+        return 0
+
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
+        return SimpleNamespace(topics={TOPIC: SimpleNamespace(error=None)})
+
+    def describe_topics(self, collection: Any, **_options: Any) -> dict[str, Any]:
+        return {TOPIC: self.descriptions.pop(0)}
+
+    def describe_configs(self, resources: list[Any], **_options: Any) -> dict[Any, Any]:
+        return {resource: _answered({}) for resource in resources}
+
+
+class TargetAdmin:
+    """The target cluster: the destination topic exists with the source's partitions."""
+
+    def poll(self, _timeout: float) -> int:
+        return 0
+
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
+        partitions = {p: SimpleNamespace(leader=1) for p in range(3)}
+        return SimpleNamespace(topics={TOPIC: SimpleNamespace(error=None, partitions=partitions)})
+
+
+def _discovery(source: SourceAdmin) -> TopicDiscovery:
+    settings = load_settings(
+        {
+            "KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS": "127.0.0.1:9",
+            "KAFKA_CLUSTERS_DESTINATION_BOOTSTRAP_SERVERS": "127.0.0.1:9",
+            "REPLICATION_TOPICS_INCLUDE": TOPIC,
+            "REPLICATION_FLOW": "discovery-test",
+        }
+    )
+    records = FlowRecords(settings)
+    # Replicated before, under this id: a round writes nothing to the (absent) target.
+    records._values[f"topic-id:{TOPIC}"] = {"topic_id": topics.topic_id_bytes(TOPIC_ID).hex()}
+    return TopicDiscovery(settings, records, source, TargetAdmin())
+
+
+def test_a_describe_unanswered_past_its_timeout_fails_the_round_and_stage_1_goes_on(
+    monkeypatch,
+):
+    monkeypatch.setattr(topics, "_TIMEOUT_S", 0.05)
+    never: concurrent.futures.Future[Any] = concurrent.futures.Future()  # a broker that died
+    discovery = _discovery(SourceAdmin([_described(), never, _described()]))
+    assert set(discovery.refresh().topics) == {TOPIC}
+
+    assert discovery.refresh() is None  # a failed round: no exception, nothing to apply
+    assert set(discovery.latest.topics) == {TOPIC}  # the last answer kept
+
+    again = discovery.refresh()  # the next round, the broker back
+    assert again is not None
+    assert set(again.topics) == {TOPIC}
+
+
+@pytest.mark.parametrize(
+    "code", [KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT, KafkaError._TRANSPORT]
+)
+def test_a_describe_that_fails_is_not_taken_for_a_deleted_topic(code):
+    """Taken for "deleted between list and describe", the topic left the answer, and the loop
+    unsubscribed every partition of it until a later round."""
+    discovery = _discovery(SourceAdmin([_described(), _failed(KafkaError(code))]))
+    assert set(discovery.refresh().topics) == {TOPIC}
+
+    assert discovery.refresh() is None
+    assert set(discovery.latest.topics) == {TOPIC}
+
+
+def test_a_topic_deleted_between_list_and_describe_is_simply_not_there_this_round():
+    discovery = _discovery(
+        SourceAdmin([_described(), _failed(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART))])
+    )
+    discovery.refresh()
+
+    found = discovery.refresh()
+    assert found is not None
+    assert dict(found.topics) == {}
