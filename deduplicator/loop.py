@@ -5,6 +5,10 @@ the changelog of the new state in ONE Kafka transaction (`_commit`, step by step
 
 from __future__ import annotations
 
+import logging
+import os
+import sys
+import threading
 import time
 from collections.abc import Callable
 from contextlib import closing
@@ -37,10 +41,12 @@ from runtime import (
     consume_ready,
     get_logger,
     kafka_error_of,
+    log_client_error,
     produce_when_room,
     raise_if_refused,
 )
-from runtime.deadline import hard_deadline
+from runtime.deadline import call_with_deadline, exit_hung, hard_deadline
+from runtime.errors import ClientHungError
 from runtime.role import static_membership
 
 log = get_logger(__name__)
@@ -57,6 +63,9 @@ HARD_DEADLINE_S = TXN_TIMEOUT_S + 30.0
 # `exactly chaos` runs.
 SEND_OFFSETS_TIMEOUT_S = 10.0
 SEND_OFFSETS_HARD_DEADLINE_S = SEND_OFFSETS_TIMEOUT_S + 5.0
+# A hung send_offsets_to_transaction leaves its producer to the call and a new one goes on
+# (_replace_hung_producer); past this many stuck at once, the process exits for a restart.
+MAX_HUNG_PRODUCERS = 2
 # How long a retriable error of one transactional call is retried before the transaction is
 # given up (aborted) or, for the commit itself, the process restarts from the committed truth.
 RETRY_DEADLINE_S = TRANSACTION_TIMEOUT_MS / 1000
@@ -124,6 +133,9 @@ class Deduplicator:
         self._timestamps: list[int] = []
         self._written: set[str] = set()  # destination topics: named if a write is refused
         self._destinations: dict[str, str | None] = {}
+        # Producers left to a call that hung, each with the thread it blocks (never closed
+        # under it): destroyed once the call ends (_reap_hung).
+        self._hung: list[tuple[Producer, threading.Thread]] = []
         self.consumer = Consumer(consumer_config(settings, self._client_error))
         self.producer = self._new_producer()
 
@@ -163,9 +175,10 @@ class Deduplicator:
         }
 
     def _client_error(self, error: KafkaError) -> None:
+        """Every error counted; a broker out of reach logged once per broker with a count, not
+        once per attempt (runtime.log_client_error)."""
         self.metrics.client_errors.labels(error.name()).inc()
-        if classify(error) is ErrorClass.FATAL:
-            log.error("kafka client error", code=error.name(), error=error.str())
+        log_client_error(log, error)
 
     # -- the loop -----------------------------------------------------------------------------
 
@@ -208,6 +221,23 @@ class Deduplicator:
             for store in self.stores.values():
                 store.close()
             self.stores.clear()
+            self._leave_hung()
+
+    def _leave_hung(self) -> None:
+        """On the way out: a producer still stuck in its call must not meet the interpreter's
+        teardown (clients destroyed under a running call, or at exit, crash natively). Its
+        transaction is fenced and aborted already; exit now, as a clean drain would (status 0)
+        unless an error is on its way out (1)."""
+        self._reap_hung()
+        if not self._hung:
+            return
+        failing = sys.exc_info()[0] is not None
+        log.warning(
+            "a replaced producer is still stuck in its call; exiting without teardown",
+            hung_producers=len(self._hung),
+        )
+        logging.shutdown()
+        os._exit(1 if failing else 0)
 
     def _commit_due(self) -> bool:
         settings = self.settings
@@ -392,8 +422,14 @@ class Deduplicator:
         group = self.consumer.consumer_group_metadata()
 
         def send_offsets() -> None:
-            with hard_deadline(SEND_OFFSETS_HARD_DEADLINE_S, "send_offsets_to_transaction"):
-                self.producer.send_offsets_to_transaction(offsets, group, SEND_OFFSETS_TIMEOUT_S)
+            producer = self.producer
+            call_with_deadline(
+                lambda: producer.send_offsets_to_transaction(
+                    offsets, group, SEND_OFFSETS_TIMEOUT_S
+                ),
+                SEND_OFFSETS_HARD_DEADLINE_S,
+                "send_offsets_to_transaction",
+            )
 
         def commit() -> None:
             with hard_deadline(HARD_DEADLINE_S, "commit_transaction"):
@@ -462,9 +498,14 @@ class Deduplicator:
 
     def _commit_or_recover(self) -> bool:
         """Commit; or abort and rewind to the committed offsets (False)."""
+        self._reap_hung()
         try:
             self._commit()
             return True
+        except ClientHungError as exc:
+            self._replace_hung_producer(exc)
+            self._rewind()
+            return False
         except (KafkaException, TransactionFailedError) as exc:
             if isinstance(exc, KafkaException):
                 raise_if_refused(exc, "target", self._needs())
@@ -485,6 +526,35 @@ class Deduplicator:
             self.producer = abort_or_replace(self.producer, self._new_producer, TXN_TIMEOUT_S)
         finally:
             self._reset_transaction()
+
+    def _replace_hung_producer(self, hung: ClientHungError) -> None:
+        """Leave the producer to its hung call and go on with a new one of the same
+        transactional.id (runtime/deadline.py: librdkafka #5456, #5511). Invariant 6: the new
+        producer's init_transactions fences the stuck one and has the coordinator abort its
+        transaction, so nothing it holds can commit; RocksDB was not written (step 5 comes after
+        the commit) and the caller rewinds staging to the committed offsets. The stuck producer
+        is never closed under its call: that would free what the call still uses."""
+        self.metrics.transactions.labels("aborted").inc()
+        if len(self._hung) >= MAX_HUNG_PRODUCERS:
+            exit_hung(hung.call, hung.seconds)
+        log.warning(
+            "transactional producer hung; replacing it",
+            call=hung.call,
+            seconds=hung.seconds,
+            hung_producers=len(self._hung) + 1,
+        )
+        assert isinstance(hung.thread, threading.Thread)
+        self._hung.append((self.producer, hung.thread))
+        self._reset_transaction()
+        self.producer = self._new_producer()
+
+    def _reap_hung(self) -> None:
+        """Destroy the producers whose hung call has ended (fenced, by then): purged and served,
+        so that the collector frees them now and not at the interpreter's exit."""
+        for producer, thread in [entry for entry in self._hung if not entry[1].is_alive()]:
+            producer.purge()
+            producer.flush(0)
+            self._hung.remove((producer, thread))
 
     def _drop_transaction(self) -> None:
         """End the open transaction without committing it, on the way out of a failure: an abort

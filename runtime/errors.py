@@ -14,6 +14,7 @@ ExactlyError                        root: every package's errors derive from it
 │       ├── FencedError             another instance with our identity took over (zombie)
 │       ├── NotAuthorizedError      the cluster refused an operation on a resource: an ACL
 │       └── AuthenticationError     the cluster refused the credentials (SASL)
+├── ClientHungError                 runtime.deadline: a client call blocked past its hard deadline
 ├── TopicSetupError                 runtime: a topic could not be created, or got no leaders
 ├── HttpServerError                 runtime.http: the metrics/health port cannot be served
 ├── EnvelopeError                   envelope: anything wrong with an envelope
@@ -52,6 +53,18 @@ from confluent_kafka import KafkaError
 
 class ExactlyError(Exception):
     """Root of every error kafka-exactly raises."""
+
+
+class ClientHungError(ExactlyError):
+    """A client call still blocked past its hard deadline (runtime.deadline): the client is
+    stuck in it, and only a new client (or a new process) goes on. ``thread`` is the one the
+    call blocks; the stuck client must not be closed or destroyed before it ends."""
+
+    def __init__(self, call: str, seconds: float, thread: object) -> None:
+        super().__init__(f"{call} blocked past its hard deadline of {seconds:.0f} s")
+        self.call = call
+        self.seconds = seconds
+        self.thread = thread
 
 
 class ConfigError(ExactlyError):
