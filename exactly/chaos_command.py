@@ -16,6 +16,7 @@ from pathlib import Path
 import click
 
 from exactly.chaos.html import HTML_NAME
+from exactly.chaos.plan import DEFAULT_SPACING_S
 from exactly.chaos.run import ChaosOptions, ChaosRun, chaos_directory
 from exactly.demo.progress import DemoView
 from exactly.signals import run_to_the_end
@@ -29,7 +30,8 @@ _DEFAULTS = ChaosOptions()
 @click.command()
 @click.option(
     "--minutes",
-    type=click.FloatRange(min=0.25, max=24 * 60),
+    # From one minute: a shorter window cannot be sure to hold one fault of each kind.
+    type=click.FloatRange(min=1, max=24 * 60),
     default=_DEFAULTS.minutes,
     show_default=True,
     help="Length of the fault window (traffic runs throughout; draining and the verdicts follow).",
@@ -37,9 +39,10 @@ _DEFAULTS = ChaosOptions()
 @click.option(
     "--faults",
     type=click.IntRange(min=1),
-    default=_DEFAULTS.faults,
-    show_default=True,
-    help="Faults to inject in the window, every kind at least once.",
+    default=None,
+    help="Faults to inject in the window, every kind at least once; more than fit is an error. "
+    f"Default: one every {DEFAULT_SPACING_S:g} s of the window (200 in 10 minutes), as many of "
+    "them as fit.",
 )
 @click.option(
     "--rate",
@@ -48,6 +51,15 @@ _DEFAULTS = ChaosOptions()
     show_default=True,
     metavar="RECORDS/S",
     help="Records produced to the source per second, in transactions (some aborted).",
+)
+@click.option(
+    "--nodes",
+    type=click.Choice(["1", "3"]),
+    default=str(_DEFAULTS.nodes),
+    show_default=True,
+    help="Nodes per cluster: 1 is a broker and a separate KRaft controller; 3 are combined "
+    "broker+controller nodes (replication factor 3, min.insync.replicas 2), of which a broker "
+    "fault SIGKILLs one and a controller fault the active controller.",
 )
 @click.option(
     "--seed",
@@ -63,7 +75,14 @@ _DEFAULTS = ChaosOptions()
     show_default=True,
     help="Directory for chaos-report.json and chaos-report.html.",
 )
-def chaos(minutes: float, faults: int, rate: float, seed: int | None, report_dir: Path) -> None:
+def chaos(
+    minutes: float,
+    faults: int | None,
+    rate: float,
+    nodes: str,
+    seed: int | None,
+    report_dir: Path,
+) -> None:
     """Replicate sample traffic between two fresh local Kafka clusters while SIGKILLing,
     freezing (SIGSTOP) and wiping the roles, SIGKILLing the brokers and controllers and
     slowing, throttling, resetting or cutting the network between each role and each cluster
@@ -72,11 +91,11 @@ def chaos(minutes: float, faults: int, rate: float, seed: int | None, report_dir
     (Spark), and that a consumer group moved by offsetsync resumes on the target at exactly its
     next record.
 
-    The clusters live in $LOCALKAFKA_STATE_DIR/chaos, made fresh every run: the command never
-    touches any other cluster.
+    The clusters live in $LOCALKAFKA_STATE_DIR/chaos, made fresh every run (with --nodes
+    nodes each): the command never touches any other cluster.
     """
     seed = random.randrange(1 << 31) if seed is None else seed
-    options = ChaosOptions(minutes=minutes, faults=faults, rate=rate, seed=seed)
+    options = ChaosOptions(minutes=minutes, faults=faults, rate=rate, seed=seed, nodes=int(nodes))
     view = DemoView()
     run = ChaosRun(options, view, chaos_directory(), report_dir)
 

@@ -5,10 +5,12 @@ One job per module:
 
     plan.py       the faults of a run, drawn from a seed: kind, target, start, hold
     world.py      applies and undoes each fault; restarts a role that exits by itself
-    network.py    toxiproxy: a proxy per role instance and cluster, the network faults
+    quorum.py     which node of a cluster of several is the active KRaft controller
+    network.py    toxiproxy: a proxy per role instance and cluster node, the network faults
     livegroup.py  a consumer group consuming and committing on the source through the run
     run.py        the timeline: clusters, traffic, roles, the fault window, drain, verdicts
-    report.py     chaos-report.json: the fault timeline, counts over time, restarts, verdicts
+    report.py     chaos-report.json: the fault timeline, counts over time, restarts, verdicts,
+                  and what the longest stall began under
     html.py       the same report as one self-contained page
 
 The traffic, the record-by-record verdict, the consumer-group failovers and the second verdict

@@ -51,11 +51,16 @@ def render(report: Mapping[str, Any]) -> str:
         f"<title>kafka-exactly chaos report: {_e(title)}</title>",
         f"<style>{_STYLE}</style></head><body>",
         f'<h1 class="{"clean" if clean else "dirty"}">{_e(title)}</h1>',
-        f"<p>{_e(_options_line(options))}</p>",
+        f"<p>{_e(_options_line(report))}</p>",
         _verdicts(report),
         "<h2>Faults and records over time</h2>",
         _legend(),
-        _timeline_svg(report.get("fault_timeline", []), report.get("samples", []), options),
+        _timeline_svg(
+            report.get("fault_timeline", []),
+            report.get("samples", []),
+            options,
+            report.get("longest_stall"),
+        ),
         "<h2>Figures</h2>",
         _figures(report),
         "<h2>Roles</h2>",
@@ -71,10 +76,19 @@ def _e(value: object) -> str:
     return html.escape(str(value), quote=True)
 
 
-def _options_line(options: Mapping[str, Any]) -> str:
+def _options_line(report: Mapping[str, Any]) -> str:
+    options = report.get("options", {})
+    faults = options.get("faults")
+    asked = (
+        f"{faults} faults"
+        if faults is not None
+        else f"{report.get('faults_planned')} faults (the default for the window)"
+    )
+    nodes = report.get("nodes_per_cluster", options.get("nodes", 1))
+    layout = f"{nodes} nodes per cluster" if nodes != 1 else "one broker per cluster"
     return (
-        f"{options.get('minutes')} min, {options.get('faults')} faults, "
-        f"{options.get('rate')} records/s, seed {options.get('seed')}"
+        f"{options.get('minutes')} min, {asked}, {options.get('rate')} records/s, "
+        f"seed {options.get('seed')}, {layout}"
     )
 
 
@@ -113,6 +127,7 @@ def _figures(report: Mapping[str, Any]) -> str:
         ("records in aborted transactions", report.get("records_aborted")),
         ("records of unknown outcome", report.get("records_uncertain")),
         ("longest stall (s)", report.get("longest_stall_s")),
+        ("what the longest stall began under", _stall_cause(report.get("longest_stall"))),
         ("drain after the last fault (s)", report.get("drain_s")),
     ]
     live = report.get("live_group")
@@ -126,6 +141,14 @@ def _figures(report: Mapping[str, Any]) -> str:
         )
     body = "".join(f"<tr><th>{_e(name)}</th><td>{_e(value)}</td></tr>" for name, value in figures)
     return f"<table>{body}</table>"
+
+
+def _stall_cause(stall: Mapping[str, Any] | None) -> str:
+    if not stall:
+        return "-"
+    cause = str(stall.get("cause", ""))
+    # The figure names the stall already; the cause line repeats its length and times first.
+    return cause.split(": ", 1)[1] if ": " in cause else cause
 
 
 def _roles(roles: Mapping[str, Mapping[str, Any]]) -> str:
@@ -144,9 +167,9 @@ def _roles(roles: Mapping[str, Mapping[str, Any]]) -> str:
 
 
 def _fault_table(faults: Sequence[Mapping[str, Any]]) -> str:
-    head = "<tr><th>kind</th><th>target</th><th>began (s)</th><th>ended (s)</th></tr>"
+    head = "<tr><th>kind</th><th>target</th><th>took</th><th>began (s)</th><th>ended (s)</th></tr>"
     rows = "".join(
-        f"<tr><td>{_e(_kind(f))}</td><td>{_e(f['target'])}</td>"
+        f"<tr><td>{_e(_kind(f))}</td><td>{_e(f['target'])}</td><td>{_e(f.get('hit', '-'))}</td>"
         f"<td>{_e(f.get('began_s', '-'))}</td><td>{_e(_end_of(f))}</td></tr>"
         for f in faults
     )
@@ -175,8 +198,10 @@ def _timeline_svg(
     faults: Sequence[Mapping[str, Any]],
     samples: Sequence[Mapping[str, float]],
     options: Mapping[str, Any],
+    stall: Mapping[str, Any] | None = None,
 ) -> str:
-    """One lane per fault target with a bar per fault, above the counts over time."""
+    """One lane per fault target with a bar per fault, above the counts over time; the longest
+    stall shaded across both."""
     window = float(options.get("minutes") or 1) * 60
     end = max([window, *(float(s["t"]) for s in samples), *(_ended(f) for f in faults)])
     targets = sorted({str(f["target"]) for f in faults})
@@ -188,6 +213,13 @@ def _timeline_svg(
         return _LEFT + plot_w * t / end if end else _LEFT
 
     shapes = []
+    if stall:
+        began, ended = float(stall["began_s"]), float(stall["ended_s"])
+        shapes.append(
+            f'<rect x="{x(began):.1f}" y="0" width="{max(x(ended) - x(began), 1.5):.1f}" '
+            f'height="{lanes_h + 10 + _CHART_H}" fill="#f2f2f2"><title>longest stall: '
+            f"{began:.1f}-{ended:.1f} s</title></rect>"
+        )
     for row, target in enumerate(targets):
         y = row * _LANE_H
         shapes.append(f'<text x="4" y="{y + 13}">{_e(target)}</text>')

@@ -1,9 +1,13 @@
 """Network faults between each role instance and each cluster, through toxiproxy.
 
-Every role instance reaches each cluster through a proxy of its own: the cluster was made with a
-listener per instance whose advertised port is where that proxy listens (localkafka's
-``proxied`` listeners), so the metadata a role is given sends it back through its proxy and
-every byte it exchanges with that broker passes there. A fault is a toxic on one proxy:
+Every role instance reaches each node of each cluster through a proxy of its own: the cluster
+was made with a listener per instance whose advertised port, on every node, is where that
+node's proxy listens (localkafka's ``proxied`` listeners), so the metadata a role is given sends
+it back through its proxies and every byte it exchanges with a broker passes there. The proxies
+of one instance to one cluster are a link (``replicator@source``: one proxy per node, named
+``replicator@source.node2``). A fault is a toxic on every proxy of one link: the instance is cut
+from, or slowed towards, the whole cluster, as a network fault between a client's host and a
+cluster's would (a single node cut off from everyone is a node fault, not a link's):
 
     latency     1-3 s added each way (with jitter)
     bandwidth   32 KiB/s each way
@@ -33,6 +37,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -98,14 +103,16 @@ def ensure_toxiproxy() -> Path:
 
 
 class Toxiproxy:
-    """A toxiproxy server of this run, with one proxy per (instance, cluster) link."""
+    """A toxiproxy server of this run, with one proxy per (instance, cluster node), grouped by
+    link (instance, cluster)."""
 
     def __init__(self, binary: Path, log_path: Path) -> None:
         self._binary = binary
         self._log_path = log_path
         (self._port,) = free_ports(1)
         self._process: subprocess.Popen[bytes] | None = None
-        self._toxics: dict[str, list[str]] = {}  # link -> names of its toxics in place
+        self._proxies: dict[str, list[str]] = {}  # link -> its proxies, one per node
+        self._toxics: dict[str, list[str]] = {}  # link -> paths of its toxics in place
         self._healing: dict[str, threading.Thread] = {}  # link -> its toxics coming off
         self._heal_errors: dict[str, str] = {}  # link -> why its last try failed
         self._stopped = threading.Event()
@@ -136,17 +143,21 @@ class Toxiproxy:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self._process.wait(10)
 
-    def add_link(self, link: str, listen_port: int, upstream_port: int) -> None:
-        self._call(
-            "POST",
-            "/proxies",
-            {
-                "name": link,
-                "listen": f"127.0.0.1:{listen_port}",
-                "upstream": f"127.0.0.1:{upstream_port}",
-                "enabled": True,
-            },
-        )
+    def add_link(self, link: str, routes: Mapping[int, tuple[int, int]]) -> None:
+        """The link's proxies: node id -> (the port its proxy listens on, the node's port)."""
+        for node, (listen_port, upstream_port) in routes.items():
+            proxy = f"{link}.node{node}"
+            self._call(
+                "POST",
+                "/proxies",
+                {
+                    "name": proxy,
+                    "listen": f"127.0.0.1:{listen_port}",
+                    "upstream": f"127.0.0.1:{upstream_port}",
+                    "enabled": True,
+                },
+            )
+            self._proxies.setdefault(link, []).append(proxy)
 
     def healing(self, link: str) -> bool:
         """Whether the link's last toxics are still coming off: a new fault on it would wait
@@ -160,24 +171,26 @@ class Toxiproxy:
             raise ChaosError(f"unknown network fault {variant!r}")
         if self.healing(link):
             raise ChaosError(f"{link}: its last fault's toxics are still coming off")
-        names = self._toxics.setdefault(link, [])
-        for stream in ("downstream", "upstream"):
-            name = f"{variant}-{stream}"
-            toxic_type, attributes = toxics
-            self._call(
-                "POST",
-                f"/proxies/{link}/toxics",
-                {"name": name, "type": toxic_type, "stream": stream, "attributes": attributes},
-            )
-            names.append(name)  # at once: heal_link removes what is in place, if one failed
+        paths = self._toxics.setdefault(link, [])
+        for proxy in self._proxies_of(link):
+            for stream in ("downstream", "upstream"):
+                name = f"{variant}-{stream}"
+                toxic_type, attributes = toxics
+                self._call(
+                    "POST",
+                    f"/proxies/{proxy}/toxics",
+                    {"name": name, "type": toxic_type, "stream": stream, "attributes": attributes},
+                )
+                # At once: heal_link removes what is in place, if a later one failed.
+                paths.append(f"/proxies/{proxy}/toxics/{name}")
 
     def heal_link(self, link: str) -> None:
         """Start taking the link's toxics off; returns at once (see the module's docstring)."""
-        names = self._toxics.pop(link, [])
-        if not names:
+        paths = self._toxics.pop(link, [])
+        if not paths:
             return
         thread = threading.Thread(
-            target=self._heal, args=(link, names), name=f"heal {link}", daemon=True
+            target=self._heal, args=(link, paths), name=f"heal {link}", daemon=True
         )
         self._healing[link] = thread
         thread.start()
@@ -194,18 +207,19 @@ class Toxiproxy:
             if self.healing(link)
         }
 
-    def _heal(self, link: str, names: list[str]) -> None:
+    def _proxies_of(self, link: str) -> list[str]:
+        try:
+            return self._proxies[link]
+        except KeyError:
+            raise ChaosError(f"no network link {link!r}") from None
+
+    def _heal(self, link: str, paths: list[str]) -> None:
         # The removal goes on in the server after a call gives up (toxiproxy answers 503
         # after 25 s), so each try after the first finds the toxic gone (404) once it is.
-        for name in names:
+        for path in paths:
             while True:
                 try:
-                    self._call(
-                        "DELETE",
-                        f"/proxies/{link}/toxics/{name}",
-                        missing_ok=True,
-                        timeout_s=_HEAL_CALL_TIMEOUT_S,
-                    )
+                    self._call("DELETE", path, missing_ok=True, timeout_s=_HEAL_CALL_TIMEOUT_S)
                     break
                 except ChaosError as exc:
                     self._heal_errors[link] = str(exc)

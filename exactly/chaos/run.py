@@ -5,6 +5,7 @@
        group (chaos/livegroup.py) reading and committing on the source throughout
     -> the fault window: chaos/plan.py's faults begin and end at their times, overlapping;
        a role that exits by itself is restarted, as an orchestrator would
+       (clusters of one broker and a controller, or of several combined nodes: ``nodes``)
     -> traffic off -> drain: the destination holds as many records as were committed (bounded)
     -> the failover: the live group stops where it is, a second group stops halfway on the
        source, and each must resume on the target at exactly its next record
@@ -26,8 +27,15 @@ from pathlib import Path
 from exactly.chaos.errors import ChaosError
 from exactly.chaos.livegroup import LiveGroup
 from exactly.chaos.network import Toxiproxy, ensure_toxiproxy, link_name, listener_name
-from exactly.chaos.plan import SESSION_TIMEOUT_S, Fault, Targets, count_by_kind, plan_faults
-from exactly.chaos.report import write_report
+from exactly.chaos.plan import (
+    SESSION_TIMEOUT_S,
+    Fault,
+    Targets,
+    count_by_kind,
+    default_fault_count,
+    plan_faults,
+)
+from exactly.chaos.report import longest_stall, stall_causes, write_report
 from exactly.chaos.world import Instance, World
 from exactly.demo.audit import AuditResult, run_audit
 from exactly.demo.cleanup import clean_up
@@ -99,12 +107,16 @@ def chaos_directory() -> Path:
 @dataclass(frozen=True, slots=True)
 class ChaosOptions:
     minutes: float = 10.0
-    faults: int = 200
+    # None: one every 3 s of the window, as many as fit (chaos/plan.py, 200 in ten minutes).
+    faults: int | None = None
     # Records/s produced to the source for the whole fault window: about 1.3 M in 10 minutes
     # when a source broker down about a fifth of the time is counted in.
     rate: float = 3000.0
     seed: int = 0
     drain_timeout_s: float = 300.0
+    # Per cluster: 1 is a broker and a separate controller; several are combined
+    # broker+controller nodes replicating every topic 3 times (localkafka/cluster.py).
+    nodes: int = 1
 
 
 @dataclass
@@ -142,8 +154,10 @@ class ChaosRun:
         self.run_dir = directory / "run"
         self.outcome = ChaosOutcome()
         self._lock = DemoLock(directory)
+        # Fresh every run (DemoClusters.start deletes the last run's), so a cluster of another
+        # node count left by an earlier run is never reused.
         self._clusters = DemoClusters(
-            directory, proxied=[listener_name(name) for name in INSTANCES]
+            directory, proxied=[listener_name(name) for name in INSTANCES], nodes=options.nodes
         )
         self._network: Toxiproxy | None = None
         self._counters = {
@@ -172,12 +186,22 @@ class ChaosRun:
             deduplicators=DEDUPLICATORS,
             clusters=CLUSTERS,
             links=tuple(link_name(i, c) for i in INSTANCES for c in CLUSTERS),
+            nodes=self.options.nodes,
         )
-        self._faults = plan_faults(self.options.seed, window_s, self.options.faults, targets)
+        asked = self.options.faults
+        self._faults = plan_faults(
+            self.options.seed,
+            window_s,
+            default_fault_count(window_s) if asked is None else asked,
+            targets,
+            fit=asked is None,
+        )
         self._lock.acquire()
         self.view.say("toxiproxy for the network faults (built with Go on the first run)")
         toxiproxy = ensure_toxiproxy()
-        self.view.say(f"starting two fresh Kafka clusters in {self.directory}")
+        nodes = self.options.nodes
+        layout = f"{nodes} nodes each" if nodes > 1 else "one broker each"
+        self.view.say(f"starting two fresh Kafka clusters ({layout}) in {self.directory}")
         self._clusters.start()
         shutil.rmtree(self.run_dir, ignore_errors=True)
         self.run_dir.mkdir(parents=True)
@@ -205,6 +229,11 @@ class ChaosRun:
             f"{len(self._faults)} faults over {window_s:.0f} s ({kinds}), seed "
             f"{self.options.seed}; {self.options.rate:.0f} records/s into the source"
         )
+        if asked is None and len(self._faults) < default_fault_count(window_s):
+            self.view.say(
+                f"({default_fault_count(window_s)} by default for {window_s:.0f} s; "
+                f"{len(self._faults)} fit)"
+            )
         self.view.start_live(self._snapshot())
         self._await_first_records()
         self._fault_window(window_s)
@@ -219,22 +248,26 @@ class ChaosRun:
         return self.outcome
 
     def _start_network(self, binary: Path) -> None:
-        """A proxy for every path from a role instance to a cluster: the cluster advertises
-        the proxy's port on that instance's listener (chaos/network.py)."""
+        """A proxy for every path from a role instance to a cluster's node: each node
+        advertises its proxy's port on that instance's listener (chaos/network.py)."""
         # Kept before it starts: cleanup() stops it whatever happens next.
         network = self._network = Toxiproxy(binary, self.run_dir / "toxiproxy.log")
         network.start()
         for instance in INSTANCES:
             for cluster in CLUSTERS:
-                listen, via_proxy = self._cluster(cluster).proxied_endpoint(listener_name(instance))
-                network.add_link(link_name(instance, cluster), via_proxy, listen)
+                endpoints = self._cluster(cluster).proxied_endpoints(listener_name(instance))
+                network.add_link(
+                    link_name(instance, cluster),
+                    {node: (via_proxy, listen) for node, (listen, via_proxy) in endpoints.items()},
+                )
 
     def _cluster(self, name: str) -> LocalCluster:
         return self._clusters.source if name == "source" else self._clusters.target
 
     def _bootstrap(self, instance: str, cluster: str) -> str:
-        _listen, via_proxy = self._cluster(cluster).proxied_endpoint(listener_name(instance))
-        return f"127.0.0.1:{via_proxy}"
+        """Every node of the cluster, each through this instance's proxy to it."""
+        endpoints = self._cluster(cluster).proxied_endpoints(listener_name(instance))
+        return ",".join(f"127.0.0.1:{via_proxy}" for _listen, via_proxy in endpoints.values())
 
     def _start_roles(self) -> World:
         names = INSTANCES
@@ -291,10 +324,11 @@ class ChaosRun:
                     "hold_s": round(fault.hold_s, 1),
                     "began_s": round(now, 1),
                 }
-                skipped = self._world.begin(fault)
+                # The node a cluster fault took, or why the fault was skipped: a skipped one
+                # is reported as planned, not counted as injected.
+                entry.update(self._world.begin(fault))
                 self._timeline.append(entry)
-                if skipped is not None:
-                    entry["skipped"] = skipped  # reported as planned, not counted as injected
+                if "skipped" in entry:
                     continue
                 active.append((fault, entry))
             for fault, entry in [pair for pair in active if pair[0].ends_s <= now]:
@@ -536,26 +570,32 @@ class ChaosRun:
     # -- the report and the clean-up ----------------------------------------------------------
 
     def report(self) -> Path:
+        """Write the report; say what the longest stall began under."""
         instances = self._world.instances if self._world is not None else {}
-        return write_report(
+        roles: dict[str, dict[str, object]] = {
+            name: {
+                "starts": i.process.starts,
+                "unexpected_exits": i.exits,
+                "sigterm_exit": self.outcome.drained.get(name),
+                "peak_rss_mib": round(i.peak_rss_mib, 1),
+            }
+            for name, i in instances.items()
+        }
+        path = write_report(
             self.report_dir,
             options=self.options,
             faults=self._timeline,
             planned=len(self._faults),
             samples=self._samples,
-            roles={
-                name: {
-                    "starts": i.process.starts,
-                    "unexpected_exits": i.exits,
-                    "sigterm_exit": self.outcome.drained.get(name),
-                    "peak_rss_mib": round(i.peak_rss_mib, 1),
-                }
-                for name, i in instances.items()
-            },
+            roles=roles,
             traffic=self._traffic.counts if self._traffic is not None else None,
             drain_s=self._drain_s,
             outcome=self.outcome,
         )
+        stall = longest_stall(self._samples)
+        if stall is not None:
+            self.view.say(stall_causes(stall, self._timeline, roles)["cause"])
+        return path
 
     def cleanup(self) -> bool:
         """Stop everything this run started; whether nothing is left running. Never raises."""

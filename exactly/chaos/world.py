@@ -4,6 +4,12 @@ Each fault of chaos/plan.py is applied by `begin` and undone by `end`. A role in
 exits while no fault holds it is what an orchestrator would see crash: `supervise` restarts it
 and the exit is kept for the report (a configuration error, exit 2, stops the run instead: no
 restart can mend it).
+
+A cluster fault takes one JVM: on a one-broker cluster its broker (node 2) or its separate
+controller (node 1); on a cluster of several combined nodes, `broker` SIGKILLs the node the
+plan drew and `controller` the node that is the active KRaft controller, found in the nodes'
+logs (chaos/quorum.py), or the plan's node when no log names a running one. The report says
+which node each took.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from pathlib import Path
 from exactly.chaos.errors import ChaosError
 from exactly.chaos.network import Toxiproxy
 from exactly.chaos.plan import Fault, Kind
+from exactly.chaos.quorum import active_controller
 from localkafka import LocalCluster, RoleProcess, peak_rss_mib
 
 EXIT_CONFIG = 2
@@ -48,13 +55,16 @@ class World:
         self.started = started  # times in the report count from here
         self._held: set[str] = set()  # targets a fault holds down: not restarted by supervise
 
-    def begin(self, fault: Fault) -> str | None:
-        """Apply the fault; why it was not, if it was not (then `end` must not be called)."""
+    def begin(self, fault: Fault) -> dict[str, object]:
+        """Apply the fault; what the report adds to it: the node a cluster fault took, or why
+        the fault was skipped ("skipped": then `end` must not be called)."""
         if fault.kind is Kind.NETWORK and self.network.healing(fault.target):
             # Still waiting for a frozen client to read what the last toxic held: a new one
             # would wait with it, and stop the loop that thaws the client (chaos/network.py).
-            return "its last network fault is still being healed"
+            return {"skipped": "its last network fault is still being healed"}
         self._held.add(fault.target)
+        if fault.kind in (Kind.BROKER, Kind.CONTROLLER):
+            return self._kill_node(fault)
         if fault.kind is Kind.KILL:
             self.instances[fault.target].process.kill()
         elif fault.kind is Kind.PAUSE:
@@ -64,13 +74,9 @@ class World:
             instance.process.kill()
             if instance.state_dir is not None:
                 shutil.rmtree(instance.state_dir, ignore_errors=True)
-        elif fault.kind is Kind.BROKER:
-            self.clusters[fault.target].kill()
-        elif fault.kind is Kind.CONTROLLER:
-            self.clusters[fault.target].controller.kill()
         elif fault.kind is Kind.NETWORK:
             self.network.break_link(fault.target, fault.variant)
-        return None
+        return {}
 
     def end(self, fault: Fault) -> None:
         if fault.kind is Kind.NETWORK:
@@ -80,14 +86,40 @@ class World:
         elif fault.kind in (Kind.KILL, Kind.WIPE):
             self.instances[fault.target].process.start()
         else:
-            # Starts whichever of broker and controller is not running, on the same data,
+            # Starts whichever node (broker or controller) is not running, on the same data,
             # without waiting for readiness: the roles ride out the rest.
             self.clusters[fault.target].launch(tie_to_parent=True)
         self._held.discard(fault.target)
 
+    def _kill_node(self, fault: Fault) -> dict[str, object]:
+        """SIGKILL the one JVM of the cluster the fault takes (the module's docstring)."""
+        cluster = self.clusters[fault.target]
+        if cluster.controller is not None:  # one broker, one separate controller
+            if fault.kind is Kind.CONTROLLER:
+                cluster.controller.kill()
+                return {"hit": "the controller (its own JVM)"}
+            (node,) = cluster.nodes
+            cluster.kill_node(node)
+            return {"node": node, "hit": f"node {node}, the only broker"}
+        if fault.kind is Kind.BROKER:
+            cluster.kill_node(fault.node)
+            return {"node": fault.node, "hit": f"node {fault.node}"}
+        started = time.monotonic()
+        running = [(i, node.log_path) for i, node in cluster.nodes.items() if node.is_running()]
+        active = active_controller(running)
+        took_ms = round((time.monotonic() - started) * 1000, 1)
+        node = fault.node if active is None else active
+        cluster.kill_node(node)
+        hit = (
+            f"node {node}, the active controller"
+            if active is not None
+            else f"node {node} (no log named a running active controller)"
+        )
+        return {"node": node, "hit": hit, "controller_lookup_ms": took_ms}
+
     def held(self, target: str) -> bool:
         """Whether a fault holds ``target`` now: a role instance killed, frozen or wiped, a
-        cluster's broker or controller, or a network link."""
+        cluster's broker or controller (one of its nodes), or a network link."""
         return target in self._held
 
     def supervise(self) -> None:

@@ -76,7 +76,7 @@ def test_more_faults_than_fit_stop_before_any_cluster_starts(tmp_path):
     result = run_exactly(
         "chaos",
         "--minutes",
-        "0.5",
+        "1",
         "--faults",
         "500",
         "--report",
@@ -84,5 +84,5 @@ def test_more_faults_than_fit_stop_before_any_cluster_starts(tmp_path):
         env=_env(tmp_path),
     )
     assert result.returncode == 2, result.stdout + result.stderr
-    assert "faults do not fit in 30 s" in result.stderr
+    assert "faults do not fit in 60 s" in result.stderr
     assert not (tmp_path / "state" / "chaos").exists()

@@ -95,3 +95,26 @@ def test_the_page_leads_with_the_verdicts_and_draws_every_fault():
 def test_a_clean_run_says_so():
     page = render({**REPORT, "clean": True, "failover_errors": {}})
     assert '<h1 class="clean">CHAOS RUN CLEAN</h1>' in page
+
+
+def test_the_page_says_the_nodes_which_node_a_fault_took_and_what_the_longest_stall_began_under():
+    report = {
+        **REPORT,
+        "options": {**REPORT["options"], "faults": None, "nodes": 3},
+        "nodes_per_cluster": 3,
+        "fault_timeline": [{**REPORT["fault_timeline"][0], "node": 2, "hit": "node 2"}],
+        "longest_stall": {
+            "began_s": 12.0,
+            "ended_s": 30.0,
+            "cause": "longest stall 18.0 s, from 12.0 s to 30.0 s: active when it began: "
+            "broker target (node 2) [10.0-20.0 s]",
+        },
+    }
+    parsed = _Elements()
+    parsed.feed(render(report))
+    text = " ".join(parsed.text)
+    assert "3 faults (the default for the window)" in text
+    assert "3 nodes per cluster" in text
+    assert "node 2" in text
+    assert "active when it began: broker target (node 2) [10.0-20.0 s]" in text
+    assert parsed.tags.count("rect") == 2  # the fault's bar and the stall's shade

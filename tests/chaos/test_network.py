@@ -29,7 +29,7 @@ def test_a_client_through_its_proxy_feels_each_fault_and_recovers_when_it_heals(
         cluster.start()
         network.start()
         listen, via_proxy = cluster.proxied_endpoint(listener)
-        network.add_link("replicator@net", via_proxy, listen)
+        network.add_link("replicator@net", {2: (via_proxy, listen)})
         admin = AdminClient(
             # Longer than the latency toxic's round trip (2 +- 1 s each way).
             {"bootstrap.servers": f"127.0.0.1:{via_proxy}", "socket.timeout.ms": 10000}
@@ -83,7 +83,7 @@ def test_a_link_to_a_frozen_client_heals_in_the_background_once_the_client_reads
     clients: list[socket.socket] = []
     try:
         network.start()
-        network.add_link("deduplicator-2@net", listen, server.getsockname()[1])
+        network.add_link("deduplicator-2@net", {1: (listen, server.getsockname()[1])})
         network.break_link("deduplicator-2@net", "latency")
         for _ in range(4):
             client = socket.socket()
@@ -116,3 +116,49 @@ def test_a_link_to_a_frozen_client_heals_in_the_background_once_the_client_reads
         server.close()
         for client in clients:
             client.close()
+
+
+def test_a_fault_on_a_link_of_several_nodes_cuts_the_instance_from_every_node(tmp_path: Path):
+    """A cluster of three nodes: one proxy per node on the link; a reset on the link resets
+    the connections through each of them, and healing restores each."""
+    servers = [socket.create_server(("127.0.0.1", 0)) for _ in range(3)]
+
+    def echo(server: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                connection = server.accept()[0]
+                with contextlib.suppress(OSError), connection:
+                    while data := connection.recv(1024):
+                        connection.sendall(data)
+
+    for server in servers:
+        threading.Thread(target=echo, args=(server,), daemon=True).start()
+    network = Toxiproxy(ensure_toxiproxy(), tmp_path / "toxiproxy.log")
+    ports = free_ports(3)
+    routes = {
+        node: (port, server.getsockname()[1])
+        for node, port, server in zip((1, 2, 3), ports, servers, strict=True)
+    }
+
+    def answers(port: int) -> bool:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 5) as c:
+            c.settimeout(5)
+            c.sendall(b"ping")
+            return c.recv(4) == b"ping"
+        return False
+
+    try:
+        network.start()
+        network.add_link("replicator@three", routes)
+        assert all(answers(port) for port in ports)
+        network.break_link("replicator@three", "reset")
+        assert not any(answers(port) for port in ports)
+        network.heal_link("replicator@three")
+        assert network.await_healed(30.0) == {}
+        assert all(answers(port) for port in ports)
+        with pytest.raises(ChaosError, match="no network link"):
+            network.break_link("replicator@nowhere", "reset")
+    finally:
+        network.stop()
+        for server in servers:
+            server.close()
