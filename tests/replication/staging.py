@@ -34,7 +34,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient
 
 import envelope
-from envelope import Envelope, EnvelopeError, SourceRecord
+from envelope import HEADER_PROVENANCE, Envelope, EnvelopeError, SourceRecord, decode_provenance
 from runtime import ErrorClass, classify, kafka_error_of
 
 SourcePartition = tuple[str, int]
@@ -148,7 +148,10 @@ def await_records(
         except LookupError:  # stage 1 has not created every destination topic yet
             records = {}
         except KafkaException as exc:  # a new topic's partitions without a leader yet
-            if classify(kafka_error_of(exc)) is not ErrorClass.RETRIABLE:
+            error = kafka_error_of(exc)
+            # A broker that has not learnt of a topic just created answers it is unknown.
+            young = error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+            if classify(error) is not ErrorClass.RETRIABLE and not young:
                 raise
             records = {}
         if sum(len(r) for r in records.values()) >= at_least or time.monotonic() > deadline:
@@ -642,3 +645,31 @@ def _offset_list(offsets: Sequence[int]) -> str:
 
 def _envelope_place(staged: StagedEnvelope) -> str:
     return f"staging[{staged.partition}]@{staged.offset}"
+
+
+def _content(record: SourceRecord) -> tuple[object, ...]:
+    headers = [h for h in record.headers if h[0] != HEADER_PROVENANCE]
+    return (record.key, record.value, tuple(headers), record.timestamp, record.timestamp_type)
+
+
+def assert_exactly_once(
+    source_cluster: object, source_records: SourceRecords, destination_records: object
+) -> None:
+    """Every source partition's records on its destination partition, each once, in order and
+    byte-identical, with provenance naming ``source_cluster`` (anything with a cluster_id) and
+    each record's source offset."""
+    problems = []
+    for (topic, partition), records in sorted(source_records.items()):
+        written = destination_records.get((topic, partition), [])  # type: ignore[attr-defined]
+        want = [_content(r) for r in records]
+        got = [_content(r) for r in written]
+        if got != want:
+            problems.append(f"{topic}[{partition}]: {len(want)} source records, {len(got)} written")
+            continue
+        origins = [decode_provenance(dict(r.headers)[HEADER_PROVENANCE]) for r in written]
+        if [(o.source_cluster_id, o.partition, o.offset) for o in origins] != [
+            (source_cluster.cluster_id, partition, r.offset)  # type: ignore[attr-defined]
+            for r in records
+        ]:
+            problems.append(f"{topic}[{partition}]: provenance headers do not match")
+    assert problems == [], problems[:10]

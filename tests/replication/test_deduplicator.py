@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from envelope import HEADER_PROVENANCE, decode_provenance
 from exactly.acls import ROLES
 from runtime import ErrorClass, classify, kafka_error_of
 from runtime.names import FlowNames
@@ -23,7 +22,7 @@ from tests.kafka_helpers import create_topic
 from tests.replication.datamix import ContinuousProducer, create_data_mix
 from tests.replication.processes import role_processes
 from tests.replication.scrape import free_port, sample, scrape, total
-from tests.replication.staging import await_records, read_source
+from tests.replication.staging import assert_exactly_once, await_records, read_source
 from tests.secured import assert_no_secret, secrets_of, secured_flow
 from tests.validator.running import run_validate
 
@@ -34,32 +33,10 @@ def roles(tmp_path):
         yield started
 
 
-def _content(record, *, provenance: bool):
-    headers = [h for h in record.headers if h[0] != HEADER_PROVENANCE]
-    return (record.key, record.value, tuple(headers), record.timestamp, record.timestamp_type)
-
-
 def _await_destination(target, source_records, timeout_s: float = 120.0, supervise=lambda: None):
     topics = {topic for topic, _ in source_records}
     expected = sum(len(records) for records in source_records.values())
     return await_records(target.bootstrap_servers, topics, expected, timeout_s, supervise)
-
-
-def assert_exactly_once(source_cluster, source_records, destination_records):
-    problems = []
-    for (topic, partition), records in sorted(source_records.items()):
-        written = destination_records.get((topic, partition), [])
-        want = [_content(r, provenance=False) for r in records]
-        got = [_content(r, provenance=False) for r in written]
-        if got != want:
-            problems.append(f"{topic}[{partition}]: {len(want)} source records, {len(got)} written")
-            continue
-        origins = [decode_provenance(dict(r.headers)[HEADER_PROVENANCE]) for r in written]
-        if [(o.source_cluster_id, o.partition, o.offset) for o in origins] != [
-            (source_cluster.cluster_id, partition, r.offset) for r in records
-        ]:
-            problems.append(f"{topic}[{partition}]: provenance headers do not match")
-    assert problems == [], problems[:10]
 
 
 COMMIT_MAX_RECORDS = 200

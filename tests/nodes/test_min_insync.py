@@ -1,0 +1,28 @@
+"""Two of the target's three nodes down at once: fewer replicas than min.insync.replicas, so
+Kafka refuses every write. The flow stalls, says so, and resumes when they return, losing and
+duplicating nothing; no role exits (issue 31)."""
+
+from __future__ import annotations
+
+import time
+
+from tests.nodes.flow import make_flow, run_through
+
+DOWN_S = 20.0
+
+
+def test_target_below_min_insync_stalls_and_resumes(three_nodes, roles, unique_topic, tmp_path):
+    flow = make_flow(three_nodes, unique_topic, tmp_path)
+    target = three_nodes["target"]
+
+    def two_down() -> None:
+        first, second = sorted(target.nodes)[:2]
+        target.stop_node(first)
+        target.kill_node(second)
+        time.sleep(DOWN_S)
+        target.start_node(second, tie_to_parent=True, in_sync=False)
+        target.start_node(first, tie_to_parent=True)
+
+    stall, _ = run_through(flow, roles, two_down, label="two target nodes down for 20 s")
+    # Nothing can be written while they are down; it all arrives once they are back.
+    assert stall.whole_s >= DOWN_S / 2, stall

@@ -1,0 +1,96 @@
+"""Offset sync while the group coordinators move: a group commits on the source, the node
+coordinating it on the source is SIGKILLed, the group commits again with its new coordinator,
+and the target's coordinator of the group dies too; offset sync rides it out and the group
+resumes on the target exactly where it stopped (issue 31)."""
+
+from __future__ import annotations
+
+import time
+
+from confluent_kafka import KafkaException
+
+from exactly.demo.errors import DemoError
+from exactly.demo.failover import process_and_stop, resume_on_target
+from localkafka.replicas import group_coordinator
+from tests.kafka_helpers import produce_numbered, read_all
+from tests.nodes.flow import PARTITIONS, make_flow
+from tests.offsetsync.groups import await_committed
+from tests.replication.staging import await_records
+
+RECORDS = 1200
+HOLD_S = 8.0
+
+
+def test_offsetsync_follows_a_group_whose_coordinators_move(
+    three_nodes, roles, unique_topic, unique_group, tmp_path
+):
+    source, target = three_nodes["source"], three_nodes["target"]
+    group = unique_group("moving")
+    flow = make_flow(
+        three_nodes,
+        unique_topic,
+        tmp_path,
+        OFFSETSYNC_GROUPS_INCLUDE=group,
+        OFFSETSYNC_INTERVAL_MS="300",
+    )
+    produce_numbered(source.bootstrap_servers, flow.topic, PARTITIONS, 0, RECORDS)
+    stages = [roles.start(role, flow.env) for role in ("replicator", "deduplicator")]
+    await_records(target.bootstrap_servers, {flow.topic}, RECORDS, 180)
+    sync = roles.start("offsetsync", flow.env)
+
+    process_and_stop(
+        source.bootstrap_servers, group, flow.topic, dict.fromkeys(range(PARTITIONS), 30)
+    )
+    await_committed(target.bootstrap_servers, group, flow.topic, partitions=PARTITIONS)
+
+    # Its source coordinator dies between two commits of the group; the second commit goes to
+    # the node that took the coordinator's partition over.
+    node = group_coordinator(source.bootstrap_servers, group)
+    source.kill_node(node)
+    committed = _commit_while_it_moves(source, group, flow.topic, 120)
+    source.start_node(node, tie_to_parent=True)
+    # And the target's coordinator of the group, where offset sync commits.
+    node = group_coordinator(target.bootstrap_servers, group)
+    target.kill_node(node)
+    time.sleep(HOLD_S)
+    target.start_node(node, tie_to_parent=True)
+
+    expected = {p: 120 for p in range(PARTITIONS)}
+    assert committed == expected  # no transaction markers on this source: offsets are counts
+    _await_resumed_exactly(source, target, group, flow.topic, expected)
+    for role in (sync, *stages):
+        assert role.is_running(), f"{role.name} exited {role.returncode}\n{role.log_tail()}"
+        assert role.terminate(30) == 0, role.log_tail()
+
+
+def _commit_while_it_moves(source, group, topic, count, timeout_s=60.0):
+    """The group processes ``count`` records of each partition and commits, as an application
+    does while its coordinator moves: a commit refused meanwhile is tried again."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return process_and_stop(
+                source.bootstrap_servers, group, topic, dict.fromkeys(range(PARTITIONS), count)
+            )
+        except (KafkaException, DemoError):
+            assert time.monotonic() < deadline, "the group could not commit for 60 s"
+            time.sleep(1)
+
+
+def _await_resumed_exactly(source, target, group, topic, expected, timeout_s=90.0):
+    """The group, resumed on the target, reads exactly the records it had not processed on the
+    source: what offset sync must have committed there, once it has."""
+    records = read_all(source.bootstrap_servers, topic, PARTITIONS)
+    unread = {
+        p: [r.value for r in records if r.partition == p][offset:] for p, offset in expected.items()
+    }
+    deadline = time.monotonic() + timeout_s
+    while True:
+        read = resume_on_target(target.bootstrap_servers, group, topic, PARTITIONS)
+        got = {p: [r.value for r in records] for p, records in read.items()}
+        if got == unread:
+            return
+        assert time.monotonic() < deadline, {
+            p: (len(got.get(p, [])), len(unread[p])) for p in unread
+        }
+        time.sleep(1)
