@@ -4,10 +4,15 @@ After a broker restart, librdkafka's admin client can go on timing out every con
 request to that cluster for as long as it lives, while a new client answers at once (seen here
 on Kafka 4.3.1; librdkafka #4605 reports the same, with this workaround). The sync loop
 therefore replaces all of them after a run of failed cycles.
+
+The groups of each cluster are asked through an admin client of their own, which ClusterGroups
+replaces by itself whenever a request to a group's coordinator goes unanswered (librdkafka
+#4605: offsetsync.groups).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from confluent_kafka.admin import AdminClient
@@ -15,7 +20,7 @@ from confluent_kafka.admin import AdminClient
 from offsetsync.groups import ClusterGroups
 from offsetsync.metrics import OffsetSyncMetrics
 from offsetsync.reading import ClusterReader
-from runtime import Settings, admin_client
+from runtime import ClusterSettings, Settings, admin_client
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +37,8 @@ class SyncClients:
         # days they would grow without bound.
         self.source_admin.poll(0)
         self.target_admin.poll(0)
+        self.source_groups.serve_callbacks()
+        self.target_groups.serve_callbacks()
         self.source_reader.serve_callbacks()
         self.destination_reader.serve_callbacks()
 
@@ -51,8 +58,14 @@ def connect(settings: Settings, metrics: OffsetSyncMetrics) -> SyncClients:
     return SyncClients(
         source_admin,
         target_admin,
-        ClusterGroups(source_admin, settings.source.client_config()),
-        ClusterGroups(target_admin, settings.destination.client_config()),
+        ClusterGroups(
+            _admin_maker(settings.source, stats_cb=metrics.request_counter("source")),
+            settings.source.client_config(),
+        ),
+        ClusterGroups(
+            _admin_maker(settings.destination, stats_cb=metrics.request_counter("target")),
+            settings.destination.client_config(),
+        ),
         ClusterReader(
             settings.source.client_config(),
             source_admin,
@@ -66,3 +79,11 @@ def connect(settings: Settings, metrics: OffsetSyncMetrics) -> SyncClients:
             stats_cb=metrics.request_counter("target"),
         ),
     )
+
+
+def _admin_maker(
+    cluster: ClusterSettings, *, stats_cb: Callable[[str], None]
+) -> Callable[[], AdminClient]:
+    """Makes admin clients of ``cluster`` one after another, all counted by one ``stats_cb``
+    (OffsetSyncMetrics.request_counter starts over with each new client)."""
+    return lambda: admin_client(cluster, **{"statistics.interval.ms": 1000, "stats_cb": stats_cb})

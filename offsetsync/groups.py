@@ -3,8 +3,11 @@ offsets (and which of them the cluster could not tell this cycle), and committin
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+import time
+from collections.abc import Callable, Collection, Iterable, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass
+from typing import Any
 
 from confluent_kafka import (
     Consumer,
@@ -18,6 +21,7 @@ from confluent_kafka.admin import AdminClient
 
 from offsetsync.reading import Key
 from runtime import (
+    LIBRDKAFKA_LOG,
     ErrorClass,
     RetriableKafkaError,
     call_retrying,
@@ -32,6 +36,16 @@ log = get_logger("offsetsync")
 # Group requests on a healthy cluster take milliseconds; a cycle stuck on one fails soon, and
 # failed cycles in a row make the clients anew (offsetsync.clients).
 _TIMEOUT_S = 10.0
+# The request timeout librdkafka is given for a request to a group's coordinator: its maximum,
+# so that it never times one out itself; _TIMEOUT_S is our own deadline (_answers). librdkafka
+# 2.16 aborts the process (rd_kafka_enq_once_del_source_return: Assertion `eonce->refcnt > 0',
+# librdkafka #4605, open) when such a request times out while it is still looking for the
+# coordinator (FindCoordinator unanswered or not yet possible, the coordinator's connection
+# down) and the coordinator turns up later in the same client: the lookup then goes on through
+# a reference the timeout freed. Reproduced here whenever the coordinator came back while the
+# client lived: a broker frozen for 3 s (1 s timeout), a coordinator node SIGKILLed on three
+# nodes (10 s), a broker restarted (5 s).
+_COORDINATOR_REQUEST_TIMEOUT_S = 3600.0
 # Groups without members. Any other state (stable, rebalancing, assigning, reconciling; classic
 # or KIP-848 groups alike) has members whose position we must not move.
 _IDLE = frozenset({ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD})
@@ -64,9 +78,20 @@ class GroupOffsets:
 
 
 class ClusterGroups:
-    def __init__(self, admin: AdminClient, client_config: Mapping[str, str]) -> None:
-        self._admin = admin
+    """The groups of one cluster, asked through an admin client of its own (``new_admin`` makes
+    one): one whose request to a group's coordinator went unanswered is replaced at once
+    (``_answers``), and only the one replaced may hold such a request."""
+
+    def __init__(
+        self, new_admin: Callable[[], AdminClient], client_config: Mapping[str, str]
+    ) -> None:
+        self._new_admin = new_admin
+        self._admin = new_admin()
         self._client_config = client_config
+
+    def serve_callbacks(self) -> None:
+        """Deliver its admin client's queued statistics (its requests metric)."""
+        self._admin.poll(0)
 
     def states(self) -> dict[str, ConsumerGroupState]:
         """Every group the cluster lists, with its state: one request per broker.
@@ -97,22 +122,27 @@ class ClusterGroups:
             group: self._admin.list_consumer_group_offsets(
                 [ConsumerGroupTopicPartitions(group)],
                 require_stable=True,
-                request_timeout=_TIMEOUT_S,
+                request_timeout=_COORDINATOR_REQUEST_TIMEOUT_S,
             )[group]
             for group in groups
         }
         offsets = {}
-        for group, future in futures.items():
-            try:
-                found = future.result()
-            except KafkaException as exc:
+        for group, answer in self._answers(futures).items():
+            if isinstance(answer, TimeoutError):
+                log.info(
+                    "group offsets not fetched this cycle",
+                    group=group,
+                    error=f"no answer in {_TIMEOUT_S:.0f} s",
+                )
+                continue
+            if isinstance(answer, KafkaException):
                 # One group's fetch failing (a transactional commit of it pending, its
                 # coordinator loading) leaves that group out of this cycle, not every group.
-                if classify(kafka_error_of(exc)) is not ErrorClass.RETRIABLE:
-                    raise
-                log.info("group offsets not fetched this cycle", group=group, error=str(exc))
+                if classify(kafka_error_of(answer)) is not ErrorClass.RETRIABLE:
+                    raise answer
+                log.info("group offsets not fetched this cycle", group=group, error=str(answer))
                 continue
-            offsets[group] = _group_offsets(group, found.topic_partitions)
+            offsets[group] = _group_offsets(group, answer.topic_partitions)
         return offsets
 
     def committed_unlisted(self, group: str, partitions: Collection[Key]) -> GroupOffsets:
@@ -129,6 +159,7 @@ class ClusterGroups:
                 "group.id": group,
                 "enable.auto.commit": False,
                 "isolation.level": "read_committed",
+                "logger": LIBRDKAFKA_LOG,
             }
         )
         wanted = [TopicPartition(topic, partition) for topic, partition in partitions]
@@ -165,19 +196,54 @@ class ClusterGroups:
                         ],
                     )
                 ],
-                request_timeout=_TIMEOUT_S,
+                request_timeout=_COORDINATOR_REQUEST_TIMEOUT_S,
             )[group]
             for group, moves in offsets.items()
         }
         outcomes: dict[str, dict[Key, KafkaError | None]] = {}
-        for group, future in futures.items():
-            try:
-                result = future.result()
-            except KafkaException as exc:
-                outcomes[group] = dict.fromkeys(offsets[group], kafka_error_of(exc))
-                continue
-            outcomes[group] = {(tp.topic, tp.partition): tp.error for tp in result.topic_partitions}
+        for group, answer in self._answers(futures).items():
+            if isinstance(answer, TimeoutError):
+                # Not committed by us: the admin client that held the request is gone, and the
+                # request with it unless it had reached the broker already (as any timeout).
+                unanswered = KafkaError(
+                    KafkaError._TIMED_OUT, f"offset commit not answered in {_TIMEOUT_S:.0f} s"
+                )
+                outcomes[group] = dict.fromkeys(offsets[group], unanswered)
+            elif isinstance(answer, KafkaException):
+                outcomes[group] = dict.fromkeys(offsets[group], kafka_error_of(answer))
+            else:
+                outcomes[group] = {
+                    (tp.topic, tp.partition): tp.error for tp in answer.topic_partitions
+                }
         return outcomes
+
+    def _answers(self, futures: Mapping[str, Future[Any]]) -> dict[str, Any]:
+        """Each coordinator request's result, the KafkaException it failed with, or a
+        TimeoutError if it went unanswered for _TIMEOUT_S (one deadline for all of them).
+
+        An unanswered request stays in its admin client: librdkafka never times it out itself
+        (_COORDINATOR_REQUEST_TIMEOUT_S), since a request it timed out while it was still
+        looking for the coordinator aborts the process once the coordinator turns up. The
+        client is replaced instead; destroying it fails such a request without sending it
+        (librdkafka's own clean-up, which is safe)."""
+        deadline = time.monotonic() + _TIMEOUT_S
+        answers: dict[str, Any] = {}
+        try:
+            for group, future in futures.items():
+                try:
+                    answers[group] = future.result(timeout=max(0.0, deadline - time.monotonic()))
+                except (KafkaException, TimeoutError) as exc:
+                    answers[group] = exc
+        finally:
+            unanswered = sum(not future.done() for future in futures.values())
+            if unanswered:
+                log.warning(
+                    "group requests unanswered: their admin client is made anew",
+                    unanswered=unanswered,
+                    timeout_s=_TIMEOUT_S,
+                )
+                self._admin = self._new_admin()
+        return answers
 
 
 def _group_offsets(group: str, found: Iterable[TopicPartition]) -> GroupOffsets:

@@ -1,0 +1,168 @@
+"""Offset sync's requests to a group's coordinator (its offsets read and committed) and
+librdkafka #4605: librdkafka 2.16 aborts the process when it times such a request out while it
+is still looking for the coordinator, and the coordinator turns up later in the same client.
+ClusterGroups never lets librdkafka time one out: it waits by its own deadline and replaces the
+admin client that holds an unanswered one."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import Future
+from pathlib import Path
+
+import pytest
+from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+import offsetsync.groups
+from offsetsync.groups import ClusterGroups
+from tests.kafka_helpers import create_topic
+from tests.offsetsync.groups import commit_offsets
+
+ROOT = Path(__file__).resolve().parents[2]
+_SILENT = logging.getLogger("tests.offsetsync.silent")
+_SILENT.addHandler(logging.NullHandler())
+_SILENT.propagate = False
+
+
+class _Admin:
+    """Answers the requests of the groups in ``answered`` at once and leaves every other one
+    pending, as librdkafka does while it looks for the group's coordinator."""
+
+    def __init__(self, answered: set[str]) -> None:
+        self.answered = answered
+        self.timeouts: list[float] = []
+
+    def _future(self, group: str, partitions: list[TopicPartition]) -> dict[str, Future]:
+        future: Future = Future()
+        if group in self.answered:
+            future.set_result(ConsumerGroupTopicPartitions(group, partitions))
+        return {group: future}
+
+    def list_consumer_group_offsets(self, requests, require_stable, request_timeout):
+        (request,) = requests
+        self.timeouts.append(request_timeout)
+        return self._future(request.group_id, [TopicPartition("t", 0, 5)])
+
+    def alter_consumer_group_offsets(self, requests, request_timeout):
+        (request,) = requests
+        self.timeouts.append(request_timeout)
+        return self._future(
+            request.group_id,
+            [TopicPartition(tp.topic, tp.partition, tp.offset) for tp in request.topic_partitions],
+        )
+
+
+def _groups(*admins: _Admin) -> tuple[ClusterGroups, list[_Admin]]:
+    """ClusterGroups whose admin clients are ``admins``, in the order it makes them."""
+    queue, made = list(admins), []
+
+    def new_admin() -> _Admin:
+        made.append(queue.pop(0))
+        return made[-1]
+
+    return ClusterGroups(new_admin, {}), made
+
+
+def test_librdkafka_never_times_out_a_request_to_a_coordinator():
+    admin = _Admin({"g1"})
+    groups, made = _groups(admin)
+    assert groups.committed(["g1"])["g1"].offsets == {("t", 0): 5}
+    assert groups.commit({"g1": {("t", 0): 6}}, "m") == {"g1": {("t", 0): None}}
+    assert admin.timeouts == [offsetsync.groups._COORDINATOR_REQUEST_TIMEOUT_S] * 2
+    assert made == [admin]  # all answered: the same client goes on
+    # A timeout librdkafka takes (3600 s is its maximum).
+    real = AdminClient({"bootstrap.servers": "127.0.0.1:9", "logger": _SILENT})
+    real.list_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions("g1")],
+        request_timeout=offsetsync.groups._COORDINATOR_REQUEST_TIMEOUT_S,
+    )
+
+
+def test_an_unanswered_fetch_leaves_its_group_out_and_the_admin_client_is_made_anew(
+    monkeypatch,
+):
+    monkeypatch.setattr(offsetsync.groups, "_TIMEOUT_S", 0.2)
+    first, second = _Admin({"g1"}), _Admin({"g1", "g2"})
+    groups, made = _groups(first, second)
+    started = time.monotonic()
+    found = groups.committed(["g1", "g2", "g3"])
+    # One deadline for the cycle's requests, not one each.
+    assert time.monotonic() - started < 0.35
+    assert sorted(found) == ["g1"]  # the others' offsets unknown this cycle, not "none"
+    assert made == [first, second]
+    # Asked again through the new client, which answers.
+    assert sorted(groups.committed(["g1", "g2"])) == ["g1", "g2"]
+    assert len(second.timeouts) == 2
+    assert made == [first, second]
+
+
+def test_an_unanswered_commit_is_timed_out_on_each_of_its_partitions(monkeypatch):
+    monkeypatch.setattr(offsetsync.groups, "_TIMEOUT_S", 0.2)
+    first, second = _Admin({"g1"}), _Admin(set())
+    groups, made = _groups(first, second)
+    outcomes = groups.commit({"g1": {("t", 0): 6}, "g2": {("t", 0): 6, ("t", 1): 9}}, "m")
+    assert outcomes["g1"] == {("t", 0): None}
+    assert {key: error.name() for key, error in outcomes["g2"].items()} == {
+        ("t", 0): "_TIMED_OUT",
+        ("t", 1): "_TIMED_OUT",
+    }
+    assert made == [first, second]
+
+
+def test_a_group_request_unanswered_while_the_broker_is_frozen_does_not_abort(
+    target_cluster, unique_topic, unique_group
+):
+    """Frozen (SIGSTOP), the broker leaves the group's FindCoordinator unanswered; on the thaw
+    the lookup completes. Had librdkafka timed the request out meanwhile, the process would
+    abort there (17 of 18 runs of this freeze, librdkafka timing the request out at 1 s or
+    less; the other one read freed memory that happened to pass the assertion)."""
+    broker = target_cluster.broker
+    if broker is None:
+        pytest.skip(f"{target_cluster.kind} clusters give no broker control")
+    bootstrap = target_cluster.bootstrap_servers
+    topic, group = unique_topic("frozen"), unique_group("frozen")
+    create_topic(bootstrap, topic, 1)
+    commit_offsets(bootstrap, group, topic, {0: 7})
+    child = subprocess.Popen(
+        [sys.executable, "-m", "tests.offsetsync.frozen_group_request", bootstrap, group],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdin is not None
+    assert child.stdout is not None
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        # Thawed well inside its session with the controller (6 s, localkafka): fenced, it
+        # would leave the next test a cluster without leaders.
+        thaw = threading.Timer(3.0, broker.resume)
+        broker.pause()
+        try:
+            thaw.start()
+            child.stdin.write("frozen\n")
+            child.stdin.flush()
+            unanswered = child.stdout.readline()
+            thaw.join()
+        finally:
+            thaw.cancel()
+            broker.resume()
+        with contextlib.suppress(BrokenPipeError):  # it aborted at the thaw
+            child.stdin.write("thawed\n")
+            child.stdin.flush()
+        out, err = child.communicate(timeout=90)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert child.returncode == 0, err[-3000:]  # -6: librdkafka's abort
+    assert json.loads(unanswered) == {}
+    assert json.loads(out) == {group: [[topic, 0, 7]]}
