@@ -28,7 +28,6 @@ from runtime import (
     LIBRDKAFKA_LOG,
     BrokerReach,
     broker_out_of_reach,
-    configure_logging,
     get_logger,
     log_client_error,
 )
@@ -80,25 +79,6 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
-
-
-@pytest.fixture
-def out() -> Iterator[Callable[..., io.StringIO]]:
-    """configure_logging into a StringIO; the root logger is put back as it was afterwards."""
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-
-    def configure(level: str = "INFO") -> io.StringIO:
-        stream = io.StringIO()
-        configure_logging(level, "replicator", stream=stream)
-        return stream
-
-    yield configure
-    for handler in root.handlers[:]:
-        root.removeHandler(handler)
-    for handler in handlers:
-        root.addHandler(handler)
-    root.setLevel(level)
 
 
 @contextlib.contextmanager
@@ -167,9 +147,9 @@ def samples(collector: BrokerReach) -> dict[tuple[str, str], float]:
 
 
 def test_refused_connections_are_one_warning_naming_the_broker_not_an_error_each(
-    out, refusing_port
+    configure, refusing_port
 ):
-    stream = out()
+    stream = configure()
     errors: list[KafkaError] = []
     refused_for(2.0, refusing_port, errors)
     broker = f"127.0.0.1:{refusing_port}"
@@ -189,17 +169,19 @@ def test_refused_connections_are_one_warning_naming_the_broker_not_an_error_each
     assert all(broker_out_of_reach(e) for e in errors)
 
 
-def test_at_debug_librdkafka_s_own_lines_are_kept_at_debug(out, refusing_port):
-    stream = out("DEBUG")
+def test_at_debug_librdkafka_s_own_lines_are_kept_at_debug(configure, refusing_port):
+    stream = configure("DEBUG")
     refused_for(1.0, refusing_port, [])
     assert lines(stream, "level=error") == []
     failed = lines(stream, r"level=debug .*logger=librdkafka .*FAIL .*Connection refused")
     assert failed
 
 
-def test_a_run_of_failures_is_counted_every_summary_and_ends_after_quiet(out, reach, refusing_port):
+def test_a_run_of_failures_is_counted_every_summary_and_ends_after_quiet(
+    configure, reach, refusing_port
+):
     own, clock = reach
-    stream = out()
+    stream = configure()
     errors: list[KafkaError] = []
     refused_for(1.5, refusing_port, errors)
     broker = f"127.0.0.1:{refusing_port}"
@@ -239,9 +221,9 @@ def test_a_run_of_failures_is_counted_every_summary_and_ends_after_quiet(out, re
     [CERTIFICATE_REFUSED, UNKNOWN_CA, SSL_TO_PLAINTEXT, WRONG_PASSWORD],
     ids=["certificate-refused", "unknown-ca", "ssl-to-plaintext", "wrong-password"],
 )
-def test_what_an_operator_must_fix_stays_an_error(out, reach, text):
+def test_what_an_operator_must_fix_stays_an_error(configure, reach, text):
     own, _ = reach
-    stream = out()
+    stream = configure()
     librdkafka_line(logging.ERROR, text)
     [line] = lines(stream)
     assert "level=error role=replicator logger=librdkafka" in line
@@ -249,18 +231,18 @@ def test_what_an_operator_must_fix_stays_an_error(out, reach, text):
     assert own.failing() == {}
 
 
-def test_a_disconnect_before_the_connection_is_up_keeps_librdkafka_s_level(out, reach):
+def test_a_disconnect_before_the_connection_is_up_keeps_librdkafka_s_level(configure, reach):
     # How a client without TLS meets a TLS listener: not a broker out of reach.
-    stream = out()
+    stream = configure()
     librdkafka_line(logging.INFO, PLAINTEXT_TO_SSL)
     [line] = lines(stream)
     assert "level=info role=replicator logger=librdkafka" in line
     assert reach[0].failing() == {}
 
 
-def test_an_established_connection_dropping_goes_to_debug_and_counts_nothing(out, reach):
+def test_an_established_connection_dropping_goes_to_debug_and_counts_nothing(configure, reach):
     own, _ = reach
-    stream = out()
+    stream = configure()
     librdkafka_line(logging.WARNING, DROPPED)
     librdkafka_line(logging.INFO, COORDINATOR_DROPPED)
     assert stream.getvalue() == ""
@@ -268,8 +250,8 @@ def test_an_established_connection_dropping_goes_to_debug_and_counts_nothing(out
     assert samples(own) == {}
 
 
-def test_other_librdkafka_lines_pass_untouched(out, reach):
-    stream = out()
+def test_other_librdkafka_lines_pass_untouched(configure, reach):
+    stream = configure()
     text = (
         "Consumer group session timed out (in join-state steady) after 45012 ms without a "
         "successful response from the group coordinator"
@@ -304,8 +286,8 @@ def test_other_librdkafka_lines_pass_untouched(out, reach):
     ],
     ids=["refused", "unresolved", "certificate", "ssl-to-plaintext", "ca", "password", "none"],
 )
-def test_error_cb_says_a_broker_out_of_reach_only_at_debug(out, error, level):
-    stream = out()
+def test_error_cb_says_a_broker_out_of_reach_only_at_debug(configure, error, level):
+    stream = configure()
     log_client_error(get_logger("replicator.loop"), error, cluster="source")
     said = lines(stream)
     if level is None:
@@ -318,9 +300,9 @@ def test_error_cb_says_a_broker_out_of_reach_only_at_debug(out, error, level):
     assert f'msg="kafka client error" cluster=source code={error.name()}' in line
 
 
-def test_all_brokers_down_is_said_once_per_summary_with_a_count(out, reach):
+def test_all_brokers_down_is_said_once_per_summary_with_a_count(configure, reach):
     own, clock = reach
-    stream = out()
+    stream = configure()
     for _ in range(3):
         own.all_down("1/1 brokers are down")
     clock.now += own.summary_s
@@ -457,14 +439,14 @@ def test_threads_of_polling_clients_count_every_failure():
 
 
 def test_a_killed_broker_is_a_warning_with_a_count_and_never_an_error_line(
-    target_cluster, out, unique_topic
+    target_cluster, configure, unique_topic
 ):
     if target_cluster.broker is None:
         pytest.skip(f"{target_cluster.kind} clusters give no broker control")
     topic = unique_topic("reach")
     create_topic(target_cluster.bootstrap_servers, topic)
     [broker] = target_cluster.bootstrap_servers.split(",")
-    stream = out()
+    stream = configure()
     log = get_logger("replicator.loop")
     # As a role's clients are made: our logger, and the role's error_cb line.
     config = {

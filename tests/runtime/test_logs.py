@@ -8,28 +8,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from runtime import configure_logging, get_logger
+from runtime import get_logger
 
 TS = re.compile(r"ts=\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
-
-
-@pytest.fixture
-def configure():
-    """configure_logging into a StringIO; the root logger is put back as it was afterwards."""
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-
-    def configure(level: str = "INFO", *, json: bool = False) -> io.StringIO:
-        stream = io.StringIO()
-        configure_logging(level, "replicator", json=json, stream=stream)
-        return stream
-
-    yield configure
-    for handler in root.handlers[:]:
-        root.removeHandler(handler)
-    for handler in handlers:
-        root.addHandler(handler)
-    root.setLevel(level)
 
 
 def lines(stream: io.StringIO) -> list[str]:
