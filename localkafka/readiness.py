@@ -21,9 +21,9 @@ from runtime.kafka_errors import kafka_error_of
 
 READINESS_PROBE_TRANSACTIONAL_ID = "localkafka-readiness-probe"
 _POLL_INTERVAL_S = 0.2
-_QUIET = logging.getLogger("localkafka.client")
-_QUIET.addHandler(logging.NullHandler())
-_QUIET.propagate = False
+QUIET_CLIENT_LOG = logging.getLogger("localkafka.client")
+QUIET_CLIENT_LOG.addHandler(logging.NullHandler())
+QUIET_CLIENT_LOG.propagate = False
 
 
 def _always_alive() -> bool:
@@ -43,7 +43,7 @@ def wait_until_ready(
     deadline = time.monotonic() + timeout_s
     # librdkafka reports every refused connection while the broker boots; those are expected
     # here, so its log goes to a silent logger instead of the terminal.
-    base = {"bootstrap.servers": bootstrap_servers, "logger": _QUIET}
+    base = {"bootstrap.servers": bootstrap_servers, "logger": QUIET_CLIENT_LOG}
     admin = AdminClient(dict(base))
     cluster_id = _await_metadata(admin, deadline, is_alive, bootstrap_servers)
     producer = Producer(

@@ -5,13 +5,13 @@ transaction coordinator of a producer) and what a rolling restart waits for betw
 
 from __future__ import annotations
 
-import logging
 import time
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from localkafka.errors import ClusterStateError
+from localkafka.readiness import QUIET_CLIENT_LOG
 
 # The partition count localkafka gives its internal topics (cluster.py): a coordinator is the
 # leader of the partition its group id or transactional id hashes to.
@@ -19,12 +19,11 @@ OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_TOPIC = "__transaction_state"
 INTERNAL_TOPIC_PARTITIONS = 10
 _POLL_S = 0.2
-_QUIET = logging.getLogger("localkafka.client")
 
 
 def _admin(bootstrap_servers: str) -> AdminClient:
     # A node restarting refuses connections: expected here, so librdkafka's lines go nowhere.
-    return AdminClient({"bootstrap.servers": bootstrap_servers, "logger": _QUIET})
+    return AdminClient({"bootstrap.servers": bootstrap_servers, "logger": QUIET_CLIENT_LOG})
 
 
 def leader_of(bootstrap_servers: str, topic: str, partition: int, timeout_s: float = 30.0) -> int:

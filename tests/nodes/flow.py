@@ -18,6 +18,10 @@ from tests.replication.processes import RoleProcess, RoleProcesses
 from tests.replication.staging import assert_exactly_once, await_records, read_source
 
 PARTITIONS = 6
+# How long a killed node stays down before it starts again.
+HOLD_S = 8.0
+# localkafka's broker session (cluster.py): a SIGKILLed node's partitions move after it.
+SESSION_S = 6.0
 RECORDS_PER_SECOND = 1000
 # Transactional traffic beside it, on a topic of its own: one transaction spans its partitions,
 # so a dead leader stops the whole of it at the source, which would hide what the product does.

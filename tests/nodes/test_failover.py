@@ -11,12 +11,9 @@ import pytest
 
 from localkafka import LocalCluster
 from localkafka.replicas import group_coordinator, leader_of, transaction_coordinator
-from tests.nodes.flow import Flow, make_flow, run_through
+from tests.nodes.flow import HOLD_S, SESSION_S, Flow, make_flow, run_through
 
-HOLD_S = 8.0
 WHOLE_STALL_BOUND_S = 10.0
-# localkafka's broker session (cluster.py): the dead node's partitions get a new leader after it.
-SESSION_S = 6.0
 
 # What is killed: (cluster, which node of it, whether the whole destination must keep moving).
 VICTIMS: dict[str, tuple[str, Callable[[Flow, LocalCluster], int], bool]] = {

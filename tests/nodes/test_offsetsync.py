@@ -13,12 +13,11 @@ from exactly.demo.errors import DemoError
 from exactly.demo.failover import process_and_stop, resume_on_target
 from localkafka.replicas import group_coordinator
 from tests.kafka_helpers import produce_numbered, read_all
-from tests.nodes.flow import PARTITIONS, make_flow
+from tests.nodes.flow import HOLD_S, PARTITIONS, make_flow
 from tests.offsetsync.groups import await_committed
 from tests.replication.staging import await_records
 
 RECORDS = 1200
-HOLD_S = 8.0
 
 
 def test_offsetsync_follows_a_group_whose_coordinators_move(

@@ -8,11 +8,7 @@ import time
 
 import pytest
 
-from tests.nodes.flow import STALLS, make_flow, run_through
-
-HOLD_S = 8.0
-# localkafka's broker session (cluster.py): a SIGKILLed node's partitions move after it.
-SESSION_S = 6.0
+from tests.nodes.flow import HOLD_S, SESSION_S, STALLS, make_flow, run_through
 
 
 @pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])
