@@ -71,7 +71,7 @@ chaos: install toxiproxy
 # min.insync.replicas 2): a node SIGKILLed for what it leads or coordinates, rolling restarts
 # (SIGTERM and SIGKILL), two target nodes down at once; the stalls measured are printed at the
 # end (about 15 minutes here).
-test-nodes: install
+test-nodes: install toxiproxy
 	$(BIN)/pytest -m nodes tests/nodes --durations=10 $(PYTEST_ARGS)
 
 # The source-side scenarios (both stages' data mix, offset sync, the audit) with the source

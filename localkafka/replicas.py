@@ -5,12 +5,18 @@ transaction coordinator of a producer) and what a rolling restart waits for betw
 
 from __future__ import annotations
 
+import json
+import subprocess
+import tempfile
 import time
+from collections.abc import Iterable
 
-from confluent_kafka import KafkaException
+from confluent_kafka import ElectionType, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from localkafka.errors import ClusterStateError
+from localkafka.install import ensure_kafka
+from localkafka.node import java_executable
 from localkafka.readiness import QUIET_CLIENT_LOG
 
 # The partition count localkafka gives its internal topics (cluster.py): a coordinator is the
@@ -19,6 +25,8 @@ OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_TOPIC = "__transaction_state"
 INTERNAL_TOPIC_PARTITIONS = 10
 _POLL_S = 0.2
+# What kafka-reassign-partitions.sh runs.
+_REASSIGN_TOOL = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
 
 
 def _admin(bootstrap_servers: str) -> AdminClient:
@@ -41,6 +49,52 @@ def leader_of(bootstrap_servers: str, topic: str, partition: int, timeout_s: flo
                 return leader
         if time.monotonic() > deadline:
             raise ClusterStateError(f"{topic}[{partition}] has no leader after {timeout_s:.0f} s")
+        time.sleep(_POLL_S)
+
+
+def move_leaders(
+    bootstrap_servers: str, topics: Iterable[str], timeout_s: float = 60.0
+) -> dict[tuple[str, int], int]:
+    """Hand the leadership of every partition of ``topics`` to another replica, as an operator
+    does with kafka-reassign-partitions and kafka-leader-election: each replica list rotated by
+    one (the same replicas, so no data moves, but another preferred leader), then a preferred
+    leader election. Returns each partition's new leader once the cluster shows it."""
+    admin = _admin(bootstrap_servers)
+    metadata = admin.list_topics(timeout=10.0)
+    wanted: dict[tuple[str, int], list[int]] = {}
+    for name in topics:
+        for partition in metadata.topics[name].partitions.values():
+            replicas = [int(node) for node in partition.replicas]
+            wanted[(name, partition.id)] = replicas[1:] + replicas[:1]
+    plan = [{"topic": t, "partition": p, "replicas": r} for (t, p), r in wanted.items()]
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as file:
+        json.dump({"version": 1, "partitions": plan}, file)
+        file.flush()
+        command = [java_executable(), "-cp", ensure_kafka().classpath, _REASSIGN_TOOL]
+        command += ["--bootstrap-server", bootstrap_servers]
+        command += ["--reassignment-json-file", file.name, "--execute"]
+        done = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
+    if done.returncode != 0:
+        raise ClusterStateError(f"reassignment refused: {done.stdout[-500:]}{done.stderr[-500:]}")
+    deadline = time.monotonic() + timeout_s
+    partitions = [TopicPartition(topic, partition) for topic, partition in wanted]
+    while True:
+        # Until the reassignment is applied the election finds the old order and moves nothing.
+        admin.elect_leaders(ElectionType.PREFERRED, partitions).result(timeout=timeout_s)
+        metadata = admin.list_topics(timeout=10.0)
+        leaders = {
+            (topic, partition): int(metadata.topics[topic].partitions[partition].leader)
+            for topic, partition in wanted
+        }
+        if all(leaders[key] == replicas[0] for key, replicas in wanted.items()):
+            return leaders
+        if time.monotonic() > deadline:
+            raise ClusterStateError(f"leaders did not move within {timeout_s:.0f} s: {leaders}")
         time.sleep(_POLL_S)
 
 

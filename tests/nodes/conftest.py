@@ -9,9 +9,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka.admin import AdminClient
 
+from exactly.chaos.network import Toxiproxy, ensure_toxiproxy
 from localkafka import ClusterStateError, LocalCluster, start_all
 from localkafka.replicas import await_in_sync
+from tests.nodes.flow import ROLES_LISTENER
 from tests.replication.processes import RoleProcesses, role_processes
 
 _NODES_DIR = Path(__file__).parent
@@ -29,8 +32,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def three_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, LocalCluster]]:
     base = tmp_path_factory.mktemp("three-nodes", numbered=False)
-    source = LocalCluster.create(base / "source", "source", nodes=3)
-    target = LocalCluster.create(base / "target", "target", nodes=3, reserved_ports=source.ports)
+    # Each node also has a listener the roles may reach it through toxiproxy on (test_cut.py).
+    source = LocalCluster.create(base / "source", "source", nodes=3, proxied=[ROLES_LISTENER])
+    target = LocalCluster.create(
+        base / "target", "target", nodes=3, proxied=[ROLES_LISTENER], reserved_ports=source.ports
+    )
     clusters = {"source": source, "target": target}
     try:
         start_all(clusters.values(), _READY_TIMEOUT_S, tie_to_parent=True)
@@ -40,13 +46,34 @@ def three_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, 
             cluster.abort()
 
 
+@pytest.fixture(scope="session")
+def network(
+    three_nodes: dict[str, LocalCluster], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Toxiproxy]:
+    """One toxiproxy link per node of each cluster, named ``source.node1`` and so on: a test
+    cuts one node off from the roles while it stays in its cluster."""
+    proxy = Toxiproxy(ensure_toxiproxy(), tmp_path_factory.mktemp("toxiproxy") / "toxiproxy.log")
+    proxy.start()
+    try:
+        for name, cluster in three_nodes.items():
+            for node, (listen, via_proxy) in cluster.proxied_endpoints(ROLES_LISTENER).items():
+                proxy.add_link(f"{name}.node{node}", {node: (via_proxy, listen)})
+        yield proxy
+    finally:
+        proxy.stop()
+
+
 @pytest.fixture(autouse=True)
 def whole_clusters(three_nodes: dict[str, LocalCluster]) -> Iterator[None]:
     """Every node running and every replica in sync before a test and after it, whatever the
-    test did or failed to undo: the next one starts on whole clusters, in any order."""
+    test did or failed to undo: the next one starts on whole clusters, in any order. The
+    test's topics go with it: a SIGKILLed node recovers every log it holds before it rejoins,
+    and with the topics of every earlier test that took past start_node's 90 s here."""
     _heal(three_nodes)
     yield
     _heal(three_nodes)
+    for cluster in three_nodes.values():
+        _delete_topics(cluster.bootstrap_servers)
 
 
 def _heal(clusters: dict[str, LocalCluster]) -> None:
@@ -57,6 +84,18 @@ def _heal(clusters: dict[str, LocalCluster]) -> None:
             cluster.launch_node(node_id, tie_to_parent=True)
     for cluster in clusters.values():
         await_in_sync(cluster.bootstrap_servers, sorted(cluster.nodes), _READY_TIMEOUT_S)
+
+
+def _delete_topics(bootstrap_servers: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers, "log_level": 0})
+    topics = [
+        name
+        for name in admin.list_topics(timeout=30).topics
+        if name not in ("__consumer_offsets", "__transaction_state")
+    ]
+    if topics:
+        for future in admin.delete_topics(topics, operation_timeout=60).values():
+            future.result(timeout=90)
 
 
 @pytest.fixture
