@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import sys
 import threading
@@ -43,6 +44,7 @@ from runtime import (
     get_logger,
     kafka_error_of,
     log_client_error,
+    member_fenced,
     produce_when_room,
     raise_if_refused,
 )
@@ -70,6 +72,8 @@ MAX_HUNG_PRODUCERS = 2
 # How long a retriable error of one transactional call is retried before the transaction is
 # given up (aborted) or, for the commit itself, the process restarts from the committed truth.
 RETRY_DEADLINE_S = TRANSACTION_TIMEOUT_MS / 1000
+# A call retried for long says so once, then at most this often (with its count).
+RETRY_LOG_INTERVAL_S = 30.0
 # Restore runs inside the assignment callback, where librdkafka's max.poll.interval.ms (300 s by
 # default) keeps counting: past this deadline the process exits and its successor resumes the
 # restore from the batch it reached, rather than being evicted from the group mid-restore.
@@ -80,6 +84,11 @@ MAX_RECORD_BYTES = 64 * 1024 * 1024
 _PURGED = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
 # commit_transaction answers at once when a record failed; the bound is for the unexpected.
 _ASK_TRANSACTION_ERROR_S = 10.0
+
+# A consumer fenced as a static member is made anew (_join_again); fenced more often than this
+# within the window, a live twin holds this instance's identity and the process exits.
+MAX_FENCED_JOINS = 3
+FENCED_JOINS_WINDOW_S = 300.0
 
 # How long a failing process waits for its open transaction's abort before it exits anyway.
 ABORT_ON_FAILURE_S = 5.0
@@ -139,6 +148,7 @@ class Deduplicator:
         self._hung: list[tuple[Producer, threading.Thread]] = []
         self.consumer = Consumer(consumer_config(settings, self._client_error))
         self.producer = self._new_producer()
+        self._fenced_joins: list[float] = []  # when the consumer was fenced and made anew
 
     def _new_producer(self) -> Producer:
         """The transactional producer, initialised (invariant 6: a stable id per instance;
@@ -157,7 +167,11 @@ class Deduplicator:
             }
         )
         try:
-            self._retrying("init_transactions", lambda: producer.init_transactions(TXN_TIMEOUT_S))
+            self._retrying(
+                "init_transactions",
+                lambda: producer.init_transactions(TXN_TIMEOUT_S),
+                until_stopped=True,
+            )
         except KafkaException as exc:
             raise_if_refused(exc, "target", self._needs())
             raise
@@ -183,13 +197,16 @@ class Deduplicator:
 
     # -- the loop -----------------------------------------------------------------------------
 
-    def run(self) -> None:
+    def _subscribe(self) -> None:
         self.consumer.subscribe(
             [self.settings.names.staging],
             on_assign=self._on_assign,
             on_revoke=self._on_revoke,
             on_lost=self._on_lost,
         )
+
+    def run(self) -> None:
+        self._subscribe()
         try:
             while not self._should_stop():
                 self._beat()
@@ -252,6 +269,9 @@ class Deduplicator:
         error = message.error()
         if error is not None:
             raise_if_refused(error, "target", self._needs(writing=False))
+            if member_fenced(error):
+                self._join_again(error)
+                return
             if classify(error) is ErrorClass.FATAL:
                 raise KafkaException(error)
             log.warning("staging consume error", error=error.str())
@@ -388,9 +408,10 @@ class Deduplicator:
         3. Flush: every record of the transaction is acknowledged; any failure raises and the
            transaction aborts (no per-record callback: the commit is the acknowledgement).
         4. Commit the transaction: output, offsets and state become visible at once. A retriable
-           error is retried; if it persists, the outcome is unknown (the coordinator may have
-           committed), so the process stops and its successor restores from the changelog
-           instead of guessing (invariant 5).
+           error is retried for as long as it lasts (the coordinator answers once the target
+           can write again): the outcome is unknown until then, and a guess would break
+           invariant 5. Asked to stop meanwhile, the process stops and its successor restores
+           from the changelog.
         5. Only then write RocksDB, one write batch per staging partition, with the changelog
            offset it reflects (invariant 5: a crash before this step restores from Kafka).
         """
@@ -445,7 +466,7 @@ class Deduplicator:
             reasons = [failure.str() for failure in failures[:3]]
             raise TransactionFailedError(f"transaction records not acknowledged: {reasons}")
         try:  # step 4
-            self._retrying("commit_transaction", commit)
+            self._retrying("commit_transaction", commit, until_stopped=True)
         except TransactionFailedError as exc:
             raise DeduplicatorError(f"outcome of the transaction commit unknown: {exc}") from exc
         committed_at = time.time()
@@ -480,15 +501,35 @@ class Deduplicator:
         for timestamp in self._timestamps:
             self.metrics.record_age.observe(max(0.0, (now_ms - timestamp) / 1000))
 
-    def _retrying(self, operation: str, call: Callable[[], object]) -> None:
+    def _retrying(
+        self, operation: str, call: Callable[[], object], *, until_stopped: bool = False
+    ) -> None:
         """Call again while the error is retriable, up to RETRY_DEADLINE_S (then
-        TransactionFailedError); abortable and fatal errors raise at once, as KafkaException."""
+        TransactionFailedError); abortable and fatal errors raise at once, as KafkaException.
+
+        ``until_stopped``: retry for as long as the error stays retriable, until the process is
+        asked to stop. For the calls a successor would only repeat against the same cluster:
+        init_transactions, and commit_transaction, whose outcome stays unknown until the
+        coordinator answers (invariant 5: waiting for the answer guesses nothing). While the
+        target cannot write (a coordinator moving, fewer in-sync replicas than
+        min.insync.replicas) the role waits, live, and says so; it does not exit into a restart
+        that would meet the same cluster."""
+        retries = 0
+        said_at = -math.inf
 
         def say(error: KafkaError) -> None:
-            log.warning("retrying", operation=operation, error=error.str())
+            nonlocal retries, said_at
+            retries += 1
+            self._beat()  # waiting on Kafka on purpose: the loop is not stuck
+            if time.monotonic() - said_at >= RETRY_LOG_INTERVAL_S:
+                said_at = time.monotonic()
+                log.warning("retrying", operation=operation, error=error.str(), retries=retries)
+            if until_stopped and self._should_stop():
+                raise TransactionFailedError(f"{operation}: stopping while {error.str()}")
 
+        deadline_s = math.inf if until_stopped else RETRY_DEADLINE_S
         try:
-            call_retrying(call, deadline_s=RETRY_DEADLINE_S, on_retry=say)
+            call_retrying(call, deadline_s=deadline_s, on_retry=say)
         except KafkaException as exc:
             error = kafka_error_of(exc)
             if classify(error) is ErrorClass.RETRIABLE:
@@ -515,6 +556,11 @@ class Deduplicator:
             # Abortable: abort, rewind staging to the committed offsets, and forget the
             # uncommitted state (RocksDB holds only committed state).
             log.warning("transaction aborted", error=str(exc))
+            if isinstance(exc, KafkaException) and member_fenced(kafka_error_of(exc)):
+                # The offsets' member id is fenced, and our consumer with it (it can no longer
+                # seek): a new consumer starts from the committed offsets, no rewind needed.
+                self._join_again(kafka_error_of(exc))
+                return False
             self._abort()
             self._rewind()
             return False
@@ -611,6 +657,32 @@ class Deduplicator:
             self._abort()
         self._release(partitions)
         log.warning("staging partitions lost", partitions=[tp.partition for tp in partitions])
+
+    def _join_again(self, fenced: KafkaError) -> None:
+        """The group coordinator fenced our static member: most often by our own later join,
+        after a coordinator moved or the target could not answer (runtime.member_fenced).
+        The consumer is fatal for good: abort the open transaction (invariant 6: its offsets
+        carry the fenced member id), give up every partition, and join with a new consumer of
+        the same group.instance.id, which restores each partition it gets from the changelog.
+        A live twin fences us again and again (and fences our producer): past MAX_FENCED_JOINS
+        within FENCED_JOINS_WINDOW_S, exit as fenced."""
+        now = time.monotonic()
+        self._fenced_joins = [t for t in self._fenced_joins if now - t < FENCED_JOINS_WINDOW_S]
+        self._fenced_joins.append(now)
+        if len(self._fenced_joins) > MAX_FENCED_JOINS:
+            raise KafkaException(KafkaError(KafkaError.FENCED_INSTANCE_ID, fenced.str()))
+        log.warning(
+            "staging consumer fenced as a static member; joining again with a new one",
+            error=fenced.str(),
+            times=len(self._fenced_joins),
+        )
+        if self._in_transaction:
+            self._abort()
+        self._release([TopicPartition(self.settings.names.staging, p) for p in self.stores])
+        with contextlib.suppress(KafkaException, RuntimeError):
+            self.consumer.close()
+        self.consumer = Consumer(consumer_config(self.settings, self._client_error))
+        self._subscribe()
 
     def _release(self, partitions: list[TopicPartition]) -> None:
         for tp in partitions:

@@ -120,9 +120,36 @@ _AUTHORIZATION_CODES = {
 }
 
 
+def _fenced(error: KafkaError) -> bool:
+    """Whether another instance owns our identity. Not so for a transaction's offsets refused
+    with FENCED_INSTANCE_ID: they carried the member id our own consumer had before it rejoined
+    (its session timed out while the target was below min.insync.replicas, three-node tests),
+    and librdkafka, like Kafka's Java TransactionManager, makes it the transaction's abortable
+    error. A live twin would fence our consumer's own heartbeat and our producer too."""
+    if error.code() == KafkaError.FENCED_INSTANCE_ID:
+        return error.fatal() or not error.txn_requires_abort()
+    return error.code() in _FENCING_CODES
+
+
+# How librdkafka words FENCED_INSTANCE_ID inside a consumer's _FATAL error (its fatal errors keep
+# the original code only in their text).
+_STATIC_MEMBER_FENCED = KafkaError(KafkaError.FENCED_INSTANCE_ID).str()
+
+
+def member_fenced(error: KafkaError) -> bool:
+    """Whether the group coordinator fenced our consumer's static member id: the consumer's own
+    _FATAL error, or a transaction's offsets refused for that member (abortable). After a
+    coordinator moved or timed out, the fencing member is most often the consumer's own later
+    join (confluent-kafka-go #494; three-node tests, with two target nodes down): a consumer
+    made anew, with the same group.instance.id, joins again."""
+    if error.code() == KafkaError.FENCED_INSTANCE_ID:
+        return not _fenced(error)
+    return error.code() == KafkaError._FATAL and _STATIC_MEMBER_FENCED in error.str()
+
+
 def classify(error: KafkaError) -> ErrorClass:
     """What to do about ``error``: call again, abort the transaction, or give up on the client."""
-    if error.fatal() or error.code() in _FENCING_CODES or error.code() in _AUTHORIZATION_CODES:
+    if error.fatal() or _fenced(error) or error.code() in _AUTHORIZATION_CODES:
         return ErrorClass.FATAL
     if error.txn_requires_abort():
         return ErrorClass.ABORTABLE
@@ -133,7 +160,7 @@ def classify(error: KafkaError) -> ErrorClass:
 
 def to_client_error(error: KafkaError, operation: str | None = None) -> KafkaClientError:
     """The exception of ours for ``error`` (also for errors met in callbacks and messages)."""
-    if error.code() in _FENCING_CODES:
+    if _fenced(error):
         return FencedError(error, operation)
     return _ERROR_TYPES[classify(error)](error, operation)
 

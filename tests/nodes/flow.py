@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from localkafka import LocalCluster
@@ -28,6 +28,8 @@ RECORDS_PER_SECOND = 1000
 TRANSACTIONAL_PARTITIONS = 3
 TRANSACTIONAL_RECORDS_PER_SECOND = 300
 INSTANCE = "nodes"
+# The listener each node has for roles that reach it through a proxy (conftest's network).
+ROLES_LISTENER = "VIA_ROLES"
 # What the measured stalls are reported in, one line per fault (conftest's summary).
 STALLS: list[str] = []
 
@@ -77,10 +79,12 @@ def run_through(
     label: str,
     partition: int = 0,
     settle_s: float = 5.0,
+    deduplicator_env: Mapping[str, str] | None = None,
 ) -> tuple[Stall, ArrivalWatch]:
     """Both stages under traffic, ``fault`` (which returns once it has healed), then the
     verdict. Returns the stalls measured from the fault's start until traffic stops, and the
-    watch of the arrivals, to measure other windows."""
+    watch of the arrivals, to measure other windows. ``deduplicator_env`` adds to stage 2's
+    environment (its own METRICS_PORT, to scrape it during the fault)."""
     with (
         ContinuousProducer(
             flow.source.bootstrap_servers,
@@ -94,7 +98,10 @@ def run_through(
             transactional_id=f"{flow.transactional_topic}-producer",
         ) as transactional,
     ):
-        stages = [roles.start("replicator", flow.env), roles.start("deduplicator", flow.env)]
+        stages = [
+            roles.start("replicator", flow.env),
+            roles.start("deduplicator", {**flow.env, **(deduplicator_env or {})}),
+        ]
         await_records(flow.target.bootstrap_servers, {flow.topic}, 1, 120)
         with ArrivalWatch(flow.target.bootstrap_servers, flow.topic, PARTITIONS) as watch:
             _await_arrivals(watch, stages)

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import time
 
+from localkafka.scrape import scrape, total
 from tests.nodes.flow import make_flow, run_through
+from tests.replication.scrape import free_port
 
 DOWN_S = 20.0
 
@@ -14,15 +16,26 @@ DOWN_S = 20.0
 def test_target_below_min_insync_stalls_and_resumes(three_nodes, roles, unique_topic, tmp_path):
     flow = make_flow(three_nodes, unique_topic, tmp_path)
     target = three_nodes["target"]
+    port = free_port()
+    unreachable: list[float] = []
 
     def two_down() -> None:
         first, second = sorted(target.nodes)[:2]
         target.stop_node(first)
         target.kill_node(second)
         time.sleep(DOWN_S)
+        # What an operator's scraper sees meanwhile: stage 2 cannot reach two brokers.
+        unreachable.append(total(scrape(port), "exactly_broker_unreachable_seconds"))
         target.start_node(second, tie_to_parent=True, in_sync=False)
         target.start_node(first, tie_to_parent=True)
 
-    stall, _ = run_through(flow, roles, two_down, label="two target nodes down for 20 s")
+    stall, _ = run_through(
+        flow,
+        roles,
+        two_down,
+        label="two target nodes down for 20 s",
+        deduplicator_env={"METRICS_PORT": str(port)},
+    )
     # Nothing can be written while they are down; it all arrives once they are back.
     assert stall.whole_s >= DOWN_S / 2, stall
+    assert unreachable[0] > 0, "stage 2's metrics showed no broker out of reach"

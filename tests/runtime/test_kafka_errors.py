@@ -15,6 +15,7 @@ from runtime import (
     RetriableKafkaError,
     call_retrying,
     classify,
+    member_fenced,
     to_client_error,
     translate_kafka_errors,
 )
@@ -120,6 +121,18 @@ def test_auth_unsupported_and_broken_transaction_state_are_fatal(code):
 def test_fencing_codes_become_fenced_error(code):
     assert classify(error(code)) is FATAL
     assert isinstance(to_client_error(error(code)), FencedError)
+
+
+def test_a_transactions_offsets_refused_for_our_own_old_member_id_abort_the_transaction():
+    # librdkafka's TxnOffsetCommit handler makes FENCED_INSTANCE_ID the transaction's abortable
+    # error: the offsets carried the member id our consumer had before it rejoined.
+    refused = error(KafkaError.FENCED_INSTANCE_ID, txn_requires_abort=True)
+    assert classify(refused) is ABORTABLE
+    assert type(to_client_error(refused)) is AbortableKafkaError
+    # From the consumer itself (its heartbeat or join), it is a twin: fenced.
+    assert isinstance(
+        to_client_error(error(KafkaError.FENCED_INSTANCE_ID, fatal=True)), FencedError
+    )
 
 
 @pytest.mark.parametrize(
@@ -230,3 +243,15 @@ def test_call_retrying_gives_up_after_its_deadline():
     with pytest.raises(KafkaException):
         call_retrying(call, deadline_s=0.05, backoff_s=0.01)
     assert 2 <= len(calls) < 1000
+
+
+def test_a_consumer_fenced_as_a_static_member_is_told_from_other_errors():
+    fenced = KafkaError(KafkaError.FENCED_INSTANCE_ID).str()
+    # How librdkafka's consumer reports it: _FATAL, the original only in the text.
+    assert member_fenced(
+        KafkaError(KafkaError._FATAL, f"Fatal error: {fenced}: Fatal consumer error: {fenced}")
+    )
+    assert not member_fenced(KafkaError(KafkaError._FATAL, "Fatal error: Broker: Gap"))
+    # A transaction's offsets refused for the member: the same event, seen by the producer.
+    assert member_fenced(KafkaError(KafkaError.FENCED_INSTANCE_ID, fenced, txn_requires_abort=True))
+    assert not member_fenced(KafkaError(KafkaError.FENCED_INSTANCE_ID, fenced, fatal=True))
