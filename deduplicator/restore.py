@@ -12,6 +12,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from deduplicator.errors import RestoreTimeoutError
 from runtime import LIBRDKAFKA_LOG, Settings, call_retrying
+from runtime.topics import call_once_known
 
 _POLL_S = 0.05
 _BATCH = 1000
@@ -110,8 +111,10 @@ def _ends(reader: ChangelogReader, tp: TopicPartition) -> tuple[int, int]:
         )
         return int(stable), int(end)
 
-    # A leader still being elected (a new changelog, a broker just restarted) is retriable.
-    return call_retrying(ends, deadline_s=_WATERMARK_TIMEOUT_S)
+    # A leader still being elected (a new changelog, a broker just restarted) is retriable; a
+    # changelog just created may be unknown yet to the broker asked (runtime.topics: on a fresh
+    # three-node target stage 2 stopped at start-up on "Unknown topic or partition").
+    return call_retrying(lambda: call_once_known(ends, tp.topic), deadline_s=_WATERMARK_TIMEOUT_S)
 
 
 def _read_to(

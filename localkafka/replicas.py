@@ -53,7 +53,7 @@ def leader_of(bootstrap_servers: str, topic: str, partition: int, timeout_s: flo
 
 
 def move_leaders(
-    bootstrap_servers: str, topics: Iterable[str], timeout_s: float = 60.0
+    bootstrap_servers: str, topics: Iterable[str], timeout_s: float = 180.0
 ) -> dict[tuple[str, int], int]:
     """Hand the leadership of every partition of ``topics`` to another replica, as an operator
     does with kafka-reassign-partitions and kafka-leader-election: each replica list rotated by

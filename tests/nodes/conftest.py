@@ -68,7 +68,7 @@ def whole_clusters(three_nodes: dict[str, LocalCluster]) -> Iterator[None]:
     """Every node running and every replica in sync before a test and after it, whatever the
     test did or failed to undo: the next one starts on whole clusters, in any order. The
     test's topics go with it: a SIGKILLed node recovers every log it holds before it rejoins,
-    and with the topics of every earlier test that took past start_node's 90 s here."""
+    and with the topics of every earlier test that took past 90 s here."""
     _heal(three_nodes)
     yield
     _heal(three_nodes)

@@ -20,13 +20,18 @@ from tests.replication.staging import assert_exactly_once, await_records, read_s
 PARTITIONS = 6
 # How long a killed node stays down before it starts again.
 HOLD_S = 8.0
+# How long a restarted node may take to rejoin with every replica in sync (start_node): a JVM
+# start, log recovery and catching up, on a loaded machine.
+RESTART_S = 180.0
 # localkafka's broker session (cluster.py): a SIGKILLed node's partitions move after it.
 SESSION_S = 6.0
-RECORDS_PER_SECOND = 1000
+# Modest rates: six replicating JVMs, both stages and the producers share two cores here, and
+# at 1,300 records/s a restarted node's replicas did not catch up within 90 s.
+RECORDS_PER_SECOND = 400
 # Transactional traffic beside it, on a topic of its own: one transaction spans its partitions,
 # so a dead leader stops the whole of it at the source, which would hide what the product does.
 TRANSACTIONAL_PARTITIONS = 3
-TRANSACTIONAL_RECORDS_PER_SECOND = 300
+TRANSACTIONAL_RECORDS_PER_SECOND = 100
 INSTANCE = "nodes"
 # The listener each node has for roles that reach it through a proxy (conftest's network).
 ROLES_LISTENER = "VIA_ROLES"

@@ -11,7 +11,7 @@ import pytest
 
 from localkafka import LocalCluster
 from localkafka.replicas import group_coordinator, leader_of, transaction_coordinator
-from tests.nodes.flow import HOLD_S, SESSION_S, Flow, make_flow, run_through
+from tests.nodes.flow import HOLD_S, RESTART_S, SESSION_S, Flow, make_flow, run_through
 
 WHOLE_STALL_BOUND_S = 10.0
 
@@ -66,7 +66,7 @@ def test_a_node_killed_for_what_it_leads(three_nodes, roles, unique_topic, tmp_p
         node = which(flow, cluster)
         cluster.kill_node(node)
         time.sleep(HOLD_S)
-        cluster.start_node(node, tie_to_parent=True)
+        cluster.start_node(node, tie_to_parent=True, ready_timeout_s=RESTART_S)
 
     stall, _ = run_through(flow, roles, kill_and_restart, label=f"SIGKILL {side} {victim}")
     # The dead node's own partitions move once the controllers fence it.

@@ -13,7 +13,7 @@ from exactly.demo.errors import DemoError
 from exactly.demo.failover import process_and_stop, resume_on_target
 from localkafka.replicas import group_coordinator
 from tests.kafka_helpers import produce_numbered, read_all
-from tests.nodes.flow import HOLD_S, PARTITIONS, make_flow
+from tests.nodes.flow import HOLD_S, PARTITIONS, RESTART_S, make_flow
 from tests.offsetsync.groups import await_committed
 from tests.replication.staging import await_records
 
@@ -47,12 +47,12 @@ def test_offsetsync_follows_a_group_whose_coordinators_move(
     node = group_coordinator(source.bootstrap_servers, group)
     source.kill_node(node)
     committed = _commit_while_it_moves(source, group, flow.topic, 120)
-    source.start_node(node, tie_to_parent=True)
+    source.start_node(node, tie_to_parent=True, ready_timeout_s=RESTART_S)
     # And the target's coordinator of the group, where offset sync commits.
     node = group_coordinator(target.bootstrap_servers, group)
     target.kill_node(node)
     time.sleep(HOLD_S)
-    target.start_node(node, tie_to_parent=True)
+    target.start_node(node, tie_to_parent=True, ready_timeout_s=RESTART_S)
 
     expected = {p: 120 for p in range(PARTITIONS)}
     assert committed == expected  # no transaction markers on this source: offsets are counts

@@ -8,9 +8,10 @@ import time
 
 import pytest
 
-from tests.nodes.flow import HOLD_S, SESSION_S, STALLS, make_flow, run_through
+from tests.nodes.flow import HOLD_S, RESTART_S, SESSION_S, STALLS, make_flow, run_through
 
 
+@pytest.mark.timeout(1800)  # six restarts, each waiting for every replica to be in sync
 @pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])
 def test_rolling_restart_of_both_clusters(three_nodes, roles, unique_topic, tmp_path, how):
     flow = make_flow(three_nodes, unique_topic, tmp_path)
@@ -26,7 +27,7 @@ def test_rolling_restart_of_both_clusters(three_nodes, roles, unique_topic, tmp_
                 else:
                     cluster.kill_node(node)
                     time.sleep(HOLD_S)
-                cluster.start_node(node, tie_to_parent=True)
+                cluster.start_node(node, tie_to_parent=True, ready_timeout_s=RESTART_S)
                 windows.append((f"{side} node {node}", started, time.monotonic()))
 
     _, watch = run_through(flow, roles, roll, label=f"rolling restart ({how}), source then target")
