@@ -248,6 +248,17 @@ def _first_committed_after(bootstrap: str, topic: str, offsets: list[int], timeo
         reader.close()
 
 
+def _assert_copied_and_stopped(source_cluster, target_cluster, topic, produced, stages):
+    """Every committed source record of ``topic`` on the destination exactly once, and both
+    stages still running (none exited on the fault) until a clean stop."""
+    assert produced > 300
+    source = read_source(source_cluster.bootstrap_servers, [topic])
+    assert_exactly_once(source_cluster, source, _await_destination(target_cluster, source))
+    for stage in stages:
+        assert stage.is_running(), stage.log_tail()
+        assert stage.terminate(30) == 0
+
+
 def test_with_the_defaults_both_stages_sigkilled_at_once_flow_again_within_seconds(
     source_cluster, target_cluster, unique_topic, roles, tmp_path
 ):
@@ -279,11 +290,7 @@ def test_with_the_defaults_both_stages_sigkilled_at_once_flow_again_within_secon
         assert flowing < 15, stages[1].log_tail()
         time.sleep(1)
         produced = producer.stop()
-    assert produced > 300
-    source = read_source(source_cluster.bootstrap_servers, [topic])
-    assert_exactly_once(source_cluster, source, _await_destination(target_cluster, source))
-    for stage in stages:
-        assert stage.terminate(30) == 0
+    _assert_copied_and_stopped(source_cluster, target_cluster, topic, produced, stages)
 
 
 def test_stage_2_fenced_as_a_static_member_joins_again_and_copies_exactly_once(
@@ -329,12 +336,7 @@ def test_stage_2_fenced_as_a_static_member_joins_again_and_copies_exactly_once(
         )
         time.sleep(2)
         produced = producer.stop()
-    assert produced > 300
-    source = read_source(source_cluster.bootstrap_servers, [topic])
-    assert_exactly_once(source_cluster, source, _await_destination(target_cluster, source))
-    for stage in stages:
-        assert stage.is_running(), stage.log_tail()
-        assert stage.terminate(30) == 0
+    _assert_copied_and_stopped(source_cluster, target_cluster, topic, produced, stages)
 
 
 def test_exactly_once_through_a_target_broker_crash(
