@@ -69,8 +69,9 @@ SEND_OFFSETS_HARD_DEADLINE_S = SEND_OFFSETS_TIMEOUT_S + 5.0
 # A hung send_offsets_to_transaction leaves its producer to the call and a new one goes on
 # (_replace_hung_producer); past this many stuck at once, the process exits for a restart.
 MAX_HUNG_PRODUCERS = 2
-# How long a retriable error of one transactional call is retried before the transaction is
-# given up (aborted) or, for the commit itself, the process restarts from the committed truth.
+# How long a retriable error of send_offsets_to_transaction is retried before the transaction
+# is given up (aborted). init_transactions and commit_transaction wait for as long as it lasts
+# (_retrying's until_stopped).
 RETRY_DEADLINE_S = TRANSACTION_TIMEOUT_MS / 1000
 # A call retried for long says so once, then at most this often (with its count).
 RETRY_LOG_INTERVAL_S = 30.0
