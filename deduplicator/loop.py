@@ -557,10 +557,11 @@ class Deduplicator:
             # Abortable: abort, rewind staging to the committed offsets, and forget the
             # uncommitted state (RocksDB holds only committed state).
             log.warning("transaction aborted", error=str(exc))
-            if isinstance(exc, KafkaException) and member_fenced(kafka_error_of(exc)):
+            error = kafka_error_of(exc) if isinstance(exc, KafkaException) else None
+            if error is not None and member_fenced(error):
                 # The offsets' member id is fenced, and our consumer with it (it can no longer
                 # seek): a new consumer starts from the committed offsets, no rewind needed.
-                self._join_again(kafka_error_of(exc))
+                self._join_again(error)
                 return False
             self._abort()
             self._rewind()

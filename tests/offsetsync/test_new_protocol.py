@@ -10,11 +10,11 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupType, Producer, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupType, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from tests.backends import SOURCE_VERSION_VARIABLE
-from tests.kafka_helpers import create_topic, read_all
+from tests.kafka_helpers import create_topic, produce_numbered, read_all
 from tests.offsetsync.groups import await_committed
 from tests.replication.processes import role_processes
 from tests.replication.scrape import free_port
@@ -30,16 +30,6 @@ pytestmark = pytest.mark.skipif(
     int(os.environ.get(SOURCE_VERSION_VARIABLE, "4").split(".")[0]) < 4,
     reason="the consumer group protocol is generally available from Kafka 4.0",
 )
-
-
-def _produce(bootstrap: str, topic: str) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
-    for partition in PROCESSED:
-        for n in range(PER_PARTITION):
-            # A value of its own per record: a test that read the wrong one fails.
-            value = b"%d-%d-" % (partition, n) + os.urandom(8).hex().encode()
-            producer.produce(topic, value=value, partition=partition)
-    assert producer.flush(30) == 0
 
 
 def _consumer(bootstrap: str, group: str, **extra: object) -> Consumer:
@@ -106,7 +96,9 @@ def test_a_group_on_the_new_protocol_resumes_on_the_target_where_it_stopped(
     base = f"kip848.{uuid.uuid4().hex[:8]}"
     group = f"{base}.group"
     create_topic(source_cluster.bootstrap_servers, base, PARTITIONS)
-    _produce(source_cluster.bootstrap_servers, base)
+    produce_numbered(
+        source_cluster.bootstrap_servers, base, PARTITIONS, 0, PARTITIONS * PER_PARTITION
+    )
     records = read_all(source_cluster.bootstrap_servers, base, PARTITIONS)
     copy = f"{base}.copy"
     copy_to_destination(
