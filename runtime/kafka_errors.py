@@ -70,6 +70,9 @@ _TRANSIENT_CODES = frozenset(
         # broker's is); librdkafka refreshes it, and the same request then succeeds.
         KafkaError.FENCED_LEADER_EPOCH,
         KafkaError.UNKNOWN_LEADER_EPOCH,
+        # A new leader asked for a watermark before its high watermark caught up ("Leader high
+        # watermark is not caught up"; seen on three nodes right after a restart).
+        KafkaError.OFFSET_NOT_AVAILABLE,
         # The admin client's ListOffsets while no broker leads the partition yet (a restart):
         # "Failed to query partition leaders: No leaders found".
         KafkaError._NOENT,
