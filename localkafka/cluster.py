@@ -472,14 +472,19 @@ class LocalCluster:
         tie_to_parent: bool = False,
         in_sync: bool = True,
     ) -> None:
-        """Start one node again on its data and wait until it serves: registered and, with
-        ``in_sync``, every node registered and every replica caught up, as an operator waits
-        before the next node (without it, other nodes may still be down)."""
+        """Start one node again on its data and wait until it serves: answering on its own
+        listener and, with ``in_sync``, every node registered and every replica caught up, as an
+        operator waits before the next node (without it, other nodes may still be down).
+
+        Asked first of the node itself: the others' metadata still lists a node SIGKILLed
+        until its session expires, counted again from a controller election, and its replicas
+        in sync until then. Asked only of them, a node killed while it was the active
+        controller looked whole before its JVM had started, and a rolling restart killed the
+        next node with two of three controllers down (the quorum lost, every client stalled)."""
         self.launch_node(node_id, tie_to_parent=tie_to_parent)
+        await_in_sync(self.node_bootstrap(node_id), [node_id], ready_timeout_s, replicas=False)
         if in_sync:
             await_in_sync(self.bootstrap_servers, sorted(self.nodes), ready_timeout_s)
-        else:
-            await_in_sync(self.bootstrap_servers, [node_id], ready_timeout_s, replicas=False)
 
     def destroy(self) -> None:
         """Stop both JVMs and delete the directory with its data and logs."""

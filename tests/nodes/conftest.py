@@ -15,7 +15,6 @@ from exactly.chaos.network import Toxiproxy, ensure_toxiproxy
 from localkafka import ClusterStateError, LocalCluster, start_all
 from localkafka.replicas import await_in_sync
 from tests.nodes.flow import ROLES_LISTENER
-from tests.replication.processes import RoleProcesses, role_processes
 
 _NODES_DIR = Path(__file__).parent
 _READY_TIMEOUT_S = 180.0
@@ -83,6 +82,12 @@ def _heal(clusters: dict[str, LocalCluster]) -> None:
                 cluster.resume_node(node_id)  # not running: launched below
             cluster.launch_node(node_id, tie_to_parent=True)
     for cluster in clusters.values():
+        # Each node asked itself first: the others list a SIGKILLed node until its session
+        # expires (LocalCluster.start_node).
+        for node_id in cluster.nodes:
+            await_in_sync(
+                cluster.node_bootstrap(node_id), [node_id], _READY_TIMEOUT_S, replicas=False
+            )
         await_in_sync(cluster.bootstrap_servers, sorted(cluster.nodes), _READY_TIMEOUT_S)
 
 
@@ -96,12 +101,6 @@ def _delete_topics(bootstrap_servers: str) -> None:
     if topics:
         for future in admin.delete_topics(topics, operation_timeout=60).values():
             future.result(timeout=90)
-
-
-@pytest.fixture
-def roles(tmp_path: Path) -> Iterator[RoleProcesses]:
-    with role_processes(tmp_path) as started:
-        yield started
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
