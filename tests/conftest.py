@@ -5,11 +5,13 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
 
 from tests.backends import KafkaBackend, choose_backend, stop_all, timed_start
+from tests.replication.processes import RoleProcesses, role_processes
 
 # The property tests share two cores with four Kafka JVMs: Hypothesis's timing checks (slow
 # input generation, the per-example deadline) would measure the machine's load, not the code,
@@ -62,6 +64,14 @@ def _name_factory(request: pytest.FixtureRequest, kind: str) -> Callable[[str], 
         return f"{label}.{test}.{uuid.uuid4().hex[:8]}"
 
     return make
+
+
+@pytest.fixture
+def roles(tmp_path: Path) -> Iterator[RoleProcesses]:
+    """The roles a test starts as OS processes (tests/replication/processes.py), each stopped
+    after the test whatever it did."""
+    with role_processes(tmp_path) as started:
+        yield started
 
 
 @pytest.fixture

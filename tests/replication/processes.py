@@ -1,9 +1,7 @@
 """Run a role (`python -m <role>`) as an OS process, the way a test crashes and restarts it.
 
-    @pytest.fixture
-    def roles(tmp_path):
-        with role_processes(tmp_path) as started:
-            yield started          # started.start("replicator", env) -> RoleProcess
+    with role_processes(tmp_path) as started:   # tests/conftest.py's `roles` fixture
+        started.start("replicator", env)        # -> RoleProcess
 
 Every process gets the test's environment minus the product's own variables (so a developer's
 shell settings never leak into a test), plus the ones the test gives; its stdout and stderr go

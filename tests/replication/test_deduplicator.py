@@ -20,17 +20,10 @@ from runtime.names import FlowNames
 from tests.commands import run_exactly
 from tests.kafka_helpers import create_topic
 from tests.replication.datamix import ContinuousProducer, create_data_mix
-from tests.replication.processes import role_processes
 from tests.replication.scrape import free_port, sample, scrape, total
 from tests.replication.staging import assert_exactly_once, await_records, read_source
 from tests.secured import assert_no_secret, secrets_of, secured_flow
 from tests.validator.running import run_validate
-
-
-@pytest.fixture
-def roles(tmp_path):
-    with role_processes(tmp_path) as started:
-        yield started
 
 
 def _await_destination(target, source_records, timeout_s: float = 120.0, supervise=lambda: None):

@@ -22,7 +22,6 @@ from runtime.settings import load_settings, role_environment
 from tests.commands import run_exactly
 from tests.kafka_helpers import create_topic
 from tests.offsetsync.groups import await_committed, commit_offsets
-from tests.replication.processes import role_processes
 from tests.replication.scrape import await_metric, free_port
 from tests.replication.staging import read_source, read_staging
 from tests.replication.test_deduplicator import (
@@ -42,12 +41,6 @@ RENAME = {
 PARTITIONS = 3
 RECORDS = 120
 PER_TRANSACTION = 20
-
-
-@pytest.fixture
-def roles(tmp_path):
-    with role_processes(tmp_path) as started:
-        yield started
 
 
 def _produce(bootstrap: str, topic: str, transactional_id: str) -> None:

@@ -15,7 +15,6 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions
 from runtime.names import FlowNames
 from tests.kafka_helpers import create_topic
 from tests.replication.datamix import ContinuousProducer, create_data_mix
-from tests.replication.processes import role_processes
 from tests.replication.scrape import free_port, sample, scrape
 from tests.replication.staging import (
     await_staging_complete,
@@ -24,12 +23,6 @@ from tests.replication.staging import (
     topic_ids,
     verify_staging,
 )
-
-
-@pytest.fixture
-def roles(tmp_path):
-    with role_processes(tmp_path) as started:
-        yield started
 
 
 def _env(source_cluster, target_cluster, flow: str, include: str, **more: str) -> dict[str, str]:

@@ -10,7 +10,6 @@ import uuid
 from collections import defaultdict
 from pathlib import Path
 
-import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
@@ -20,18 +19,11 @@ from tests.backends import cold_cluster
 from tests.kafka_helpers import create_topic
 from tests.offsetsync.groups import await_committed, process_and_stop
 from tests.replication.datamix import ContinuousProducer
-from tests.replication.processes import role_processes
 from tests.replication.scrape import await_metric, free_port, sample, scrape
 from tests.replication.staging import SourceRecord, await_records, read_source
 from tests.validator.running import run_validate
 
 PARTITIONS = 4
-
-
-@pytest.fixture
-def roles(tmp_path):
-    with role_processes(tmp_path) as started:
-        yield started
 
 
 def _flow(source, target, tmp_path: Path, name: str, include: str, **extra: str):
