@@ -25,6 +25,13 @@ HOLD_S = 8.0
 RESTART_S = 180.0
 # localkafka's broker session (cluster.py): a SIGKILLed node's partitions move after it.
 SESSION_S = 6.0
+# What a SIGKILL may stall the destination for: Kafka's failover (the session, then an election
+# and a leader or coordinator that loads its log: up to 7.6 s for the offsets of stage 2's group
+# on a just-started JVM here), the node's restart after HOLD_S, and on the target librdkafka's
+# hung send_offsets_to_transaction (#5456, #5511: after a node died, one kill in two here), which
+# stage 2 meets with its deadline (8 s) and a new producer whose transaction starts over.
+FAILOVER_S = SESSION_S + 5 + HOLD_S
+HUNG_PRODUCER_S = 18.0
 # Modest rates: six replicating JVMs, both stages and the producers share two cores here, and
 # at 1,300 records/s a restarted node's replicas did not catch up within 90 s.
 RECORDS_PER_SECOND = 400

@@ -76,20 +76,23 @@ def _commit_while_it_moves(source, group, topic, count, timeout_s=60.0):
             time.sleep(1)
 
 
-def _await_resumed_exactly(source, target, group, topic, expected, timeout_s=90.0):
+def _await_resumed_exactly(source, target, group, topic, expected, timeout_s=120.0):
     """The group, resumed on the target, reads exactly the records it had not processed on the
-    source: what offset sync must have committed there, once it has."""
+    source. First the target's committed offsets are awaited from outside the group: a consumer
+    that joined it to look would keep it active, and offset sync leaves an active group alone."""
     records = read_all(source.bootstrap_servers, topic, PARTITIONS)
     unread = {
         p: [r.value for r in records if r.partition == p][offset:] for p, offset in expected.items()
     }
-    deadline = time.monotonic() + timeout_s
-    while True:
-        read = resume_on_target(target.bootstrap_servers, group, topic, PARTITIONS)
-        got = {p: [r.value for r in records] for p, records in read.items()}
-        if got == unread:
-            return
-        assert time.monotonic() < deadline, {
-            p: (len(got.get(p, [])), len(unread[p])) for p in unread
-        }
-        time.sleep(1)
+    # Where each partition's first unread record sits on the target (stage 2's commit markers
+    # make the target's offsets differ from the source's); every value is unique.
+    copied = {r.value: r.offset for r in read_all(target.bootstrap_servers, topic, PARTITIONS)}
+    await_committed(
+        target.bootstrap_servers,
+        group,
+        topic,
+        {p: copied[values[0]] for p, values in unread.items()},
+        timeout_s=timeout_s,
+    )
+    read = resume_on_target(target.bootstrap_servers, group, topic, PARTITIONS)
+    assert {p: [r.value for r in records] for p, records in read.items()} == unread

@@ -38,6 +38,7 @@ OLD_TIMESTAMP_2015 = 1_433_116_800_000
 
 _MIB = 1024 * 1024
 _TIMEOUT_S = 30.0
+_COMMIT_DEADLINE_S = 180.0
 _BINARY = bytes(range(256))
 # Header lists cycled through the records: none, a repeated name, None and empty values,
 # binary bytes, a non-ASCII name.
@@ -280,7 +281,13 @@ class _TransactionalProducer:
             raise RuntimeError("data mix: transactional records not delivered in time")
 
     def commit(self) -> None:
-        self._producer.commit_transaction(_TIMEOUT_S)
+        # A broker killed mid-commit leaves the outcome unknown until a new leader takes over
+        # (a rolling SIGKILL on three nodes took past 30 s here): librdkafka's rule for a
+        # retriable commit error is to call it again, as an application would.
+        producer = self._producer
+        call_retrying(
+            lambda: producer.commit_transaction(_TIMEOUT_S), deadline_s=_COMMIT_DEADLINE_S
+        )
 
     def abort(self) -> None:
         self._producer = abort_or_replace(self._producer, self._new_producer, _TIMEOUT_S)

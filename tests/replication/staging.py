@@ -35,7 +35,7 @@ from confluent_kafka.admin import AdminClient
 
 import envelope
 from envelope import HEADER_PROVENANCE, Envelope, EnvelopeError, SourceRecord, decode_provenance
-from runtime import ErrorClass, classify, kafka_error_of
+from runtime import ErrorClass, call_retrying, classify, kafka_error_of
 
 SourcePartition = tuple[str, int]
 SourceRecords = dict[SourcePartition, list[SourceRecord]]
@@ -303,8 +303,12 @@ def _end_offsets(
 ) -> dict[SourcePartition, int]:
     ends = {}
     for topic, partition in partitions:
-        _low, high = consumer.get_watermark_offsets(
-            TopicPartition(topic, partition), timeout=10, cached=False
+        # Right after a leader moved, its new leader answers OFFSET_NOT_AVAILABLE until its high
+        # watermark caught up (retriable): ask again, as a user's tool would.
+        wanted = TopicPartition(topic, partition)
+        _low, high = call_retrying(
+            lambda wanted=wanted: consumer.get_watermark_offsets(wanted, timeout=10, cached=False),
+            deadline_s=60,
         )
         ends[(topic, partition)] = high
     return ends
