@@ -23,6 +23,7 @@ def _env(tmp_path: Path) -> dict[str, str]:
 TWO_MINUTE_RUN = ("--minutes", "2", "--faults", "30", "--rate", "1000", "--seed", "21")
 
 
+@pytest.mark.slow
 @pytest.mark.kafka
 def test_a_two_minute_chaos_run_injects_every_kind_of_fault_and_ends_exactly_once(tmp_path):
     report_dir = tmp_path / "report"

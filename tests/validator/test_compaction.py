@@ -91,6 +91,7 @@ def _await_cleaned(bootstrap: str, topic: str, fewer_than: int) -> None:
         time.sleep(0.5)
 
 
+@pytest.mark.slow
 def test_what_a_log_cleaner_removed_on_either_side_is_compacted_not_missing(
     source_cluster, target_cluster, tmp_path
 ):

@@ -126,6 +126,7 @@ def _without_provenance(source_cluster, target_cluster) -> tuple[str, str]:
     return source, destination
 
 
+@pytest.mark.slow
 def test_the_merge_proves_clean_topics_with_the_join_plans_report(
     source_cluster, target_cluster, tmp_path
 ):

@@ -186,6 +186,7 @@ def _match_modes(result: Validation) -> dict[str, str]:
     return {t["source_topic"]: t["match"] for t in result.report["topics"]}
 
 
+@pytest.mark.slow
 def test_one_way_looped_records_are_counted_their_copies_fail_and_local_records_are_unexpected(
     source_cluster, target_cluster, sources, tmp_path
 ):

@@ -101,6 +101,7 @@ def _assert_planted_faults_reported(result: Validation, planted: list[Planted], 
     assert result.chart.read_text().count("<svg") >= 1
 
 
+@pytest.mark.slow
 def test_planted_faults_are_reported_by_provenance_on_a_standalone_spark_cluster(
     source_cluster, target_cluster, source_topic, tmp_path
 ):
@@ -123,6 +124,7 @@ def test_planted_faults_are_reported_by_provenance_on_a_standalone_spark_cluster
     assert any(a["name"] == "exactly-validate" for a in ran), ran
 
 
+@pytest.mark.slow
 def test_planted_faults_are_reported_by_content_without_the_header_under_spark_submit(
     source_cluster, target_cluster, source_topic, tmp_path
 ):
