@@ -42,7 +42,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (
     AdminClient,
     ScramCredentialInfo,
@@ -57,6 +57,7 @@ from localkafka.ports import CLUSTER_PORTS, free_ports, port_is_free
 from localkafka.readiness import wait_until_ready
 from localkafka.replicas import INTERNAL_TOPIC_PARTITIONS, await_in_sync
 from localkafka.security import ADMIN_USER, SCRAM_MECHANISM, USERS, Credentials, make_credentials
+from runtime.kafka_errors import kafka_error_of
 
 READY_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 20.0
@@ -529,8 +530,16 @@ class LocalCluster:
             try:
                 future.result(timeout=timeout_s)
             except KafkaException as exc:
+                unsupported = kafka_error_of(exc).code() == KafkaError._UNSUPPORTED_FEATURE
+                # KRaft keeps SCRAM credentials only from Kafka 3.5 (KIP-554 on KRaft): an older
+                # secured cluster cannot be made here (tried: 3.3.2).
+                hint = (
+                    f" (Kafka {self.info.kafka_version} has no SCRAM on KRaft; 3.5 or later has)"
+                    if unsupported
+                    else ""
+                )
                 raise ClusterStartError(
-                    f"cluster {self.name!r}: SCRAM credentials of {user!r}: {exc}"
+                    f"cluster {self.name!r}: SCRAM credentials of {user!r}: {exc}{hint}"
                 ) from exc
 
     def _require_free_port(self, port: int) -> None:
