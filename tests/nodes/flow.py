@@ -28,7 +28,7 @@ SESSION_S = 6.0
 # What a SIGKILL may stall the destination for: Kafka's failover (the session, then an election
 # and a leader or coordinator that loads its log: up to 7.6 s for the offsets of stage 2's group
 # on a just-started JVM here), the node's restart after HOLD_S, and on the target librdkafka's
-# hung send_offsets_to_transaction (#5456, #5511: after a node died, one kill in two here), which
+# hung send_offsets_to_transaction (#5456, #5511: about one target event in two here), which
 # stage 2 meets with its deadline (8 s) and a new producer whose transaction starts over.
 FAILOVER_S = SESSION_S + 5 + HOLD_S
 HUNG_PRODUCER_S = 18.0
