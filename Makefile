@@ -95,58 +95,58 @@ unit: $(VENV)/.installed
 	$(BIN)/pytest -m "not kafka" $(PYTEST_ARGS)
 
 bench-envelope: $(VENV)/.installed
-	$(BIN)/python bench/envelope_codec.py
+	$(BIN)/python -m bench.envelope_codec
 
 # The hot path alone (no broker), then end to end on its own two local clusters (about a minute).
 bench-replicator: install
-	$(BIN)/python bench/replicator_hot_path.py
-	$(BIN)/python bench/replicator_throughput.py
+	$(BIN)/python -m bench.replicator_hot_path
+	$(BIN)/python -m bench.replicator_throughput
 
 # Both stages beside a plain loop and MirrorMaker 2 (its jars resolved with Maven on the first run)
 # on their own two local clusters: throughput (3 rounds, the median), latency at 1 k, 20 k and
 # the highest rate, recovery after SIGKILLs; the README's performance section (about 15 minutes).
 bench-pipeline: install
-	$(BIN)/python bench/pipeline_vs_mirrormaker.py --rounds 3 --mm2-recovery
+	$(BIN)/python -m bench.pipeline_vs_mirrormaker --rounds 3 --mm2-recovery
 
 # Each stage alone under py-spy: where its main thread's time goes, flame graphs in ./profiles
 # (about a minute).
 bench-profile: install
 	$(BIN)/pip install --quiet -e '.[bench]'
-	$(BIN)/python bench/profile_stages.py
+	$(BIN)/python -m bench.profile_stages
 
 # Stage 2's commit limits (interval, records) against throughput and latency (about 5 minutes).
 bench-commit: install
-	$(BIN)/python bench/commit_limits.py
+	$(BIN)/python -m bench.commit_limits
 
 # Issue 20's measure: `exactly validate` (the merge, and --plan join) beside reading both topics
 # once with a plain consumer, and its driver's peak memory: 5 M records of 100 B (goal: within
 # 1.5x), 1 M of 100 B and 1 M of 1 KiB (goal: within 2x); about 20 minutes.
 bench-validate: install
-	$(BIN)/python bench/validator_vs_consumer.py --records 5000000 --record-bytes 100
-	$(BIN)/python bench/validator_vs_consumer.py --records 1000000 --record-bytes 100
-	$(BIN)/python bench/validator_vs_consumer.py --records 1000000 --record-bytes 1024
+	$(BIN)/python -m bench.validator_vs_consumer --records 5000000 --record-bytes 100
+	$(BIN)/python -m bench.validator_vs_consumer --records 1000000 --record-bytes 100
+	$(BIN)/python -m bench.validator_vs_consumer --records 1000000 --record-bytes 1024
 
 # Issue 18's measure: each role's time through the secured listeners (SASL_SSL source, mutual
 # TLS target, least-privilege ACLs) beside PLAINTEXT, same brokers, 1 M records of 1 KiB, one run
 # (about 12 minutes; the README's table).
 bench-tls: install
-	$(BIN)/python bench/tls_cost.py --records 1000000 --rounds 2
+	$(BIN)/python -m bench.tls_cost --records 1000000 --rounds 2
 
 # Issue 7's measure: offset sync's lag (p50/p99) and its requests per second to each cluster with
 # 50 groups x 12 partitions committing every second under live traffic (about 1.5 minutes).
 bench-offsetsync: install
-	$(BIN)/python bench/offsetsync_lag.py
+	$(BIN)/python -m bench.offsetsync_lag
 
 # Each role's resident memory under 5,000 records/s of 1 KiB for 90 s: the basis of k8s/'s
 # requests and limits (about 2 minutes).
 bench-memory: install
-	$(BIN)/python bench/role_memory.py
+	$(BIN)/python -m bench.role_memory
 
 # Issue 19's measure: what the reverse flow of an active-active pair costs: A->B alone against
 # A->B while B->A runs, 1 M records of 1 KiB each way, two rounds (about 3 minutes; README,
 # Topologies).
 bench-active-active: install
-	$(BIN)/python bench/active_active.py --records 1000000 --rounds 2
+	$(BIN)/python -m bench.active_active --records 1000000 --rounds 2
 
 clean:
 	rm -rf $(VENV) .pytest_cache
@@ -155,4 +155,4 @@ clean:
 # both modes) on one-node clusters, then on clusters of three replicating nodes (RF 3,
 # min.insync.replicas 2), 300 k records each (about 10 minutes; README, Replicated clusters).
 bench-replication: install
-	$(BIN)/python bench/replication_cost.py --records 300000
+	$(BIN)/python -m bench.replication_cost --records 300000

@@ -1,7 +1,7 @@
 """What the reverse flow costs an active-active pair: A->B alone against A->B while B->A runs
 at the same time, in one invocation.
 
-    python bench/active_active.py [--records N] [--size BYTES] [--rounds R]
+    python -m bench.active_active [--records N] [--size BYTES] [--rounds R]
 
 Two local clusters, A and B. Each round makes a new topic on both (12 partitions, N records of
 SIZE bytes each side, a different value for every record), then copies it with both stages of

@@ -1,7 +1,7 @@
 """Stage 2's commit limits by measurement: pipeline throughput and latency for several
 REPLICATION_COMMIT_INTERVAL_MS / REPLICATION_COMMIT_MAX_RECORDS pairs, in one invocation.
 
-    python bench/commit_limits.py [--records N] [--rates R,R] [--variants 100:10000,100:100000]
+    python -m bench.commit_limits [--records N] [--rates R,R] [--variants 100:10000,100:100000]
 
 On its own two local clusters: the plain consume->produce loop once (the baseline), then per
 variant a fresh 12-partition source topic of 100 B records copied by the whole pipeline

@@ -1,6 +1,6 @@
 """Envelope codec throughput against plain msgpack, in records per second.
 
-    python bench/envelope_codec.py
+    python -m bench.envelope_codec
 
 For envelopes of 500 records (16-byte keys, two headers) with 100 B and 1 KiB values, it times
 encode() and decode() and, as the baseline, msgpack.packb/unpackb of the same nested lists

@@ -1,6 +1,6 @@
 """Offset sync's lag, and the requests it sends to each cluster, with many groups committing.
 
-    python bench/offsetsync_lag.py [--duration S] [--interval-ms MS] [--groups G]
+    python -m bench.offsetsync_lag [--duration S] [--interval-ms MS] [--groups G]
                                    [--partitions P] [--rate R] [--json PATH]
 
 Issue 7's measure: sync lag p50/p99 with 50 groups x 12 partitions committing continuously, and

@@ -1,7 +1,7 @@
 """The whole pipeline (stage 1 + stage 2, exactly-once) beside a plain consume->produce loop and
 MirrorMaker 2, in one invocation on the same source data.
 
-    python bench/pipeline_vs_mirrormaker.py [--records-100b N] [--records-1kib N] [--rounds N]
+    python -m bench.pipeline_vs_mirrormaker [--records-100b N] [--records-1kib N] [--rounds N]
         [--phases throughput,latency,recovery] [--latency-rates R,...] [--recovery-rate R]
         [--mm2-recovery] [--staging-compression lz4,zstd,none] [--verify]
 

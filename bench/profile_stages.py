@@ -1,6 +1,6 @@
 """Where each stage's time goes: stage 1, then stage 2, each alone under py-spy.
 
-    python bench/profile_stages.py [--records N] [--size BYTES] [--out DIR]
+    python -m bench.profile_stages [--records N] [--size BYTES] [--out DIR]
 
 On its own two local clusters: fills a 12-partition source topic (bench/payloads.py's values),
 runs `python -m replicator` until its committed source offsets reach the end, then

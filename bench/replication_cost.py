@@ -3,7 +3,7 @@ the plain loop, the pipeline, MirrorMaker 2 at-least-once and exactly-once) on t
 clusters, then on two clusters of three replicating nodes (replication factor 3,
 min.insync.replicas 2, every write acknowledged by two replicas), in one invocation.
 
-    python bench/replication_cost.py [--records N] [--rounds N]
+    python -m bench.replication_cost [--records N] [--rounds N]
 
 The clusters of each shape run alone (six JVMs and then two would share the two cores
 otherwise). Prints each candidate's rate on both shapes and the ratio three nodes / one node;

@@ -1,6 +1,6 @@
 """Stage 1's per-record work on the client, beside a plain loop's produce() of every record.
 
-    python bench/replicator_hot_path.py
+    python -m bench.replicator_hot_path
 
 No broker: records are confluent_kafka.Message objects built in memory. Measures the CPU of
 turning records into envelope rows and packing envelopes of 500 (replicator.batching +

@@ -1,6 +1,6 @@
 """Stage 1 throughput beside a plain confluent-kafka consume->produce loop, in one invocation.
 
-    python bench/replicator_throughput.py [--records-100b N] [--records-1kib N]
+    python -m bench.replicator_throughput [--records-100b N] [--records-1kib N]
 
 Starts two local Kafka clusters (localkafka), fills a 12-partition source topic per record size,
 then copies it twice, each from an assignment to its last record on the target:

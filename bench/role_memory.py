@@ -7,7 +7,7 @@ Starts two local Kafka clusters (localkafka), a --partitions source topic, and `
 samples every role's process_resident_memory_bytes every 2 s. Prints, per process, the peak and
 the median of the second half (steady state), and the records/s stage 2 wrote meanwhile.
 
-    make bench-memory          # python bench/role_memory.py; --help for other loads
+    make bench-memory          # python -m bench.role_memory; --help for other loads
 """
 
 from __future__ import annotations

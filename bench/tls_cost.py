@@ -2,7 +2,7 @@
 listeners (source SASL_SSL with SCRAM-SHA-512, target mutual TLS, each role its own principal
 with only its ACLs), side by side in one invocation.
 
-    python bench/tls_cost.py [--records N] [--size BYTES] [--rounds R]
+    python -m bench.tls_cost [--records N] [--size BYTES] [--rounds R]
 
 Two secured local clusters (localkafka, secure=True: every listener on the same brokers, so
 only the client side of the connection differs). The source topic (12 partitions, a different

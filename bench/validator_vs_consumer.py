@@ -1,6 +1,6 @@
 """`exactly validate` beside reading both topics once with a plain consumer, in one invocation.
 
-    python bench/validator_vs_consumer.py [--records N] [--partitions P] [--record-bytes B]
+    python -m bench.validator_vs_consumer [--records N] [--partitions P] [--record-bytes B]
                                           [--plans auto,join] [--json PATH]
 
 Issues 6 and 20's measure. Starts two local Kafka clusters (localkafka), fills a source topic (key
