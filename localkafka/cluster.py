@@ -473,19 +473,27 @@ class LocalCluster:
         tie_to_parent: bool = False,
         in_sync: bool = True,
     ) -> None:
-        """Start one node again on its data and wait until it serves: answering on its own
-        listener and, with ``in_sync``, every node registered and every replica caught up, as an
-        operator waits before the next node (without it, other nodes may still be down).
+        """Start one node again on its data and wait until it serves (``await_serving``), as
+        an operator waits before the next node."""
+        self.launch_node(node_id, tie_to_parent=tie_to_parent)
+        self.await_serving([node_id], ready_timeout_s, in_sync=in_sync)
 
-        Asked first of the node itself: the others' metadata still lists a node SIGKILLed
+    def await_serving(
+        self, node_ids: Sequence[int], timeout_s: float, *, in_sync: bool = True
+    ) -> None:
+        """Wait until each of ``node_ids`` answers on its own listener and, with ``in_sync``,
+        every node is registered and every replica caught up (without it, other nodes may
+        still be down).
+
+        Each node is asked itself first: the others' metadata still lists a node SIGKILLed
         until its session expires, counted again from a controller election, and its replicas
         in sync until then. Asked only of them, a node killed while it was the active
         controller looked whole before its JVM had started, and a rolling restart killed the
         next node with two of three controllers down (the quorum lost, every client stalled)."""
-        self.launch_node(node_id, tie_to_parent=tie_to_parent)
-        await_in_sync(self.node_bootstrap(node_id), [node_id], ready_timeout_s, replicas=False)
+        for node_id in node_ids:
+            await_in_sync(self.node_bootstrap(node_id), [node_id], timeout_s, replicas=False)
         if in_sync:
-            await_in_sync(self.bootstrap_servers, sorted(self.nodes), ready_timeout_s)
+            await_in_sync(self.bootstrap_servers, sorted(self.nodes), timeout_s)
 
     def destroy(self) -> None:
         """Stop both JVMs and delete the directory with its data and logs."""

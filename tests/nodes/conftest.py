@@ -13,7 +13,6 @@ from confluent_kafka.admin import AdminClient
 
 from exactly.chaos.network import Toxiproxy, ensure_toxiproxy
 from localkafka import ClusterStateError, LocalCluster, start_all
-from localkafka.replicas import await_in_sync
 from tests.nodes.flow import ROLES_LISTENER
 
 _NODES_DIR = Path(__file__).parent
@@ -82,13 +81,7 @@ def _heal(clusters: dict[str, LocalCluster]) -> None:
                 cluster.resume_node(node_id)  # not running: launched below
             cluster.launch_node(node_id, tie_to_parent=True)
     for cluster in clusters.values():
-        # Each node asked itself first: the others list a SIGKILLed node until its session
-        # expires (LocalCluster.start_node).
-        for node_id in cluster.nodes:
-            await_in_sync(
-                cluster.node_bootstrap(node_id), [node_id], _READY_TIMEOUT_S, replicas=False
-            )
-        await_in_sync(cluster.bootstrap_servers, sorted(cluster.nodes), _READY_TIMEOUT_S)
+        cluster.await_serving(sorted(cluster.nodes), _READY_TIMEOUT_S)
 
 
 def _delete_topics(bootstrap_servers: str) -> None:
