@@ -82,7 +82,8 @@ test-nodes: install toxiproxy
 	$(BIN)/pytest -m nodes tests/nodes --durations=10 $(PYTEST_ARGS)
 
 # The source-side scenarios (both stages' data mix, offset sync, the audit) with the source
-# cluster on an older Apache Kafka, the target on ours (about 10 minutes here).
+# cluster on an older Apache Kafka, the target on ours (about 10 minutes here). Before 3.5 the
+# source runs on ZooKeeper (OLD_SOURCE_KAFKA=2.8.2: the last 2.x; 2.7 is the oldest it can make).
 OLD_SOURCE_KAFKA ?= 3.9.1
 test-old-source: install
 	KAFKA_EXACTLY_TEST_SOURCE_KAFKA_VERSION=$(OLD_SOURCE_KAFKA) $(BIN)/pytest --durations=10 \

@@ -25,6 +25,11 @@ and unclean leader election off. A node dies, freezes and comes back on its own 
 others lead; the quorum of three controllers outlives any one of them, so the dead node is
 fenced by the survivors, and its successor still waits that out as above.
 
+An older Kafka (before 3.5, ``ZOOKEEPER_BEFORE``) runs as the clusters users migrate from do:
+a broker beside a ZooKeeper server (``<dir>/zookeeper/``, in the controller's place and role).
+KRaft before 3.5 could not keep SCRAM credentials and was not what production ran. ZooKeeper
+chooses the cluster id: it is read at the first start and written to cluster.json then.
+
 Ports are fixed at create time and reused on every restart: clients (and the crash tests) keep
 the bootstrap address across a kill and a restart.
 """
@@ -39,7 +44,7 @@ import time
 import uuid
 from base64 import urlsafe_b64encode
 from collections.abc import Collection, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from confluent_kafka import KafkaError, KafkaException
@@ -52,7 +57,7 @@ from confluent_kafka.admin import (
 
 from localkafka.errors import ClusterStartError, ClusterStateError
 from localkafka.install import KafkaDistribution, ensure_kafka
-from localkafka.node import KafkaNode
+from localkafka.node import ZOOKEEPER_MAIN, KafkaNode
 from localkafka.ports import CLUSTER_PORTS, free_ports, port_is_free
 from localkafka.readiness import wait_until_ready
 from localkafka.replicas import INTERNAL_TOPIC_PARTITIONS, await_in_sync
@@ -77,6 +82,8 @@ _FENCE_WAIT_S = _SESSION_TIMEOUT_MS / 1000 + 1.0
 _SCRAM_ITERATIONS = 8192  # Kafka's minimum for SCRAM-SHA-512 is 4096
 # Six JVMs (two clusters of three nodes) share two cores with the roles under test.
 _NODE_HEAP = "512m"
+# Kafka versions before this one run on ZooKeeper here (module docstring).
+ZOOKEEPER_BEFORE = (3, 5)
 # A cluster of several nodes replicates every topic made without a replication factor, as
 # production does: a write needs two replicas in sync.
 REPLICATION_FACTOR = 3
@@ -116,6 +123,11 @@ class LocalCluster:
                 node_id: KafkaNode(directory / f"node-{node_id}", f"node {node_id}", _NODE_HEAP)
                 for node_id in range(1, len(info.node_ports) + 1)
             }
+        elif self.zookeeper:
+            self.controller = KafkaNode(
+                directory / "zookeeper", "zookeeper", heap="128m", main_class=ZOOKEEPER_MAIN
+            )
+            self.nodes = {_BROKER_NODE_ID: KafkaNode(directory / "broker", "broker", heap="768m")}
         else:
             self.controller = KafkaNode(directory / "controller", "controller", heap="256m")
             self.nodes = {_BROKER_NODE_ID: KafkaNode(directory / "broker", "broker", heap="768m")}
@@ -161,6 +173,11 @@ class LocalCluster:
                 f"cluster {name!r}: {nodes} nodes"
                 + (" with secured listeners (one node only)" if nodes > 1 else "")
             )
+        if nodes > 1 and uses_zookeeper(distribution.version):
+            raise ClusterStateError(
+                f"cluster {name!r}: {nodes} nodes on Kafka {distribution.version}: clusters of "
+                f"several nodes are KRaft here, Kafka {_dotted(ZOOKEEPER_BEFORE)} or later"
+            )
         secured = SECURE_PROTOCOLS if secure else ()
         extra_nodes = 2 * (nodes - 1) if nodes > 1 else 0
         ports = free_ports(
@@ -177,7 +194,8 @@ class LocalCluster:
         pairs = rest[len(secured) :]
         info = ClusterInfo(
             name=name,
-            cluster_id=_new_cluster_id(),
+            # ZooKeeper chooses its cluster's id; read at the first start (wait_ready).
+            cluster_id="" if uses_zookeeper(distribution.version) else _new_cluster_id(),
             port=port,
             controller_port=controller_port,
             kafka_version=distribution.version,
@@ -196,7 +214,7 @@ class LocalCluster:
                 cluster.controller.write_config(cluster._controller_properties())
             for node_id, node in cluster.nodes.items():
                 node.write_config(cluster._node_properties(node_id))
-            for node in cluster._processes:
+            for node in [] if cluster.zookeeper else cluster._processes:
                 node.format(distribution, info.cluster_id)
         except ClusterStartError as exc:
             shutil.rmtree(directory, ignore_errors=True)
@@ -268,6 +286,11 @@ class LocalCluster:
                 f"cluster {self.name!r} has no node {node_id} (nodes: {sorted(self.nodes)})"
             )
         return node_id
+
+    @property
+    def zookeeper(self) -> bool:
+        """A broker beside a ZooKeeper server, as Kafka before 3.5 ran (module docstring)."""
+        return uses_zookeeper(self.info.kafka_version)
 
     @property
     def secure(self) -> bool:
@@ -395,7 +418,9 @@ class LocalCluster:
             tails = self.log_tail()
             self.abort()
             raise ClusterStartError(f"cluster {self.name!r}: {exc}\n{tails}") from exc
-        if cluster_id != self.cluster_id:
+        if not self.cluster_id:
+            self._adopt_cluster_id(cluster_id)
+        elif cluster_id != self.cluster_id:
             raise ClusterStateError(
                 f"cluster {self.name!r}: {self.bootstrap_servers} answers as cluster {cluster_id}, "
                 f"expected {self.cluster_id} (another broker on that port?)"
@@ -521,6 +546,12 @@ class LocalCluster:
         time.sleep(max(0.0, fenced_at - time.time()))
         node.forget_unclean_end()
 
+    def _adopt_cluster_id(self, cluster_id: str) -> None:
+        # The first start of a ZooKeeper cluster: from now on a broker answering with another id
+        # on these ports is someone else's, as for KRaft.
+        self.info = replace(self.info, cluster_id=cluster_id)
+        (self.directory / "cluster.json").write_text(json.dumps(asdict(self.info), indent=2) + "\n")
+
     def _ensure_scram_users(self, timeout_s: float) -> None:
         # SCRAM credentials live in the cluster's metadata: set (again) on every start, through
         # the PLAINTEXT listener whose principal is a super-user. Idempotent.
@@ -539,10 +570,12 @@ class LocalCluster:
                 future.result(timeout=timeout_s)
             except KafkaException as exc:
                 unsupported = kafka_error_of(exc).code() == KafkaError._UNSUPPORTED_FEATURE
-                # KRaft keeps SCRAM credentials only from Kafka 3.5 (KIP-554 on KRaft): an older
-                # secured cluster cannot be made here (tried: 3.3.2).
+                # SCRAM credentials are set through the admin API (KIP-554) from Kafka 2.7 on
+                # ZooKeeper; KRaft keeps them from 3.5, which is why older versions run on
+                # ZooKeeper here.
                 hint = (
-                    f" (Kafka {self.info.kafka_version} has no SCRAM on KRaft; 3.5 or later has)"
+                    f" (Kafka {self.info.kafka_version} cannot set SCRAM credentials through "
+                    "the admin API; 2.7 or later can)"
                     if unsupported
                     else ""
                 )
@@ -558,6 +591,8 @@ class LocalCluster:
 
     def _controller_properties(self) -> dict[str, str]:
         assert self.controller is not None  # only the one-broker layout has one
+        if self.zookeeper:
+            return self._zookeeper_properties()
         return {
             "process.roles": "controller",
             "node.id": str(_CONTROLLER_NODE_ID),
@@ -571,7 +606,25 @@ class LocalCluster:
             **(self._authorizer_properties() if self.secure else {}),
         }
 
+    def _zookeeper_properties(self) -> dict[str, str]:
+        assert self.controller is not None
+        return {
+            "dataDir": str(self.controller.data_dir),
+            "clientPort": str(self.info.controller_port),
+            "clientPortAddress": _LOOPBACK,
+            "maxClientCnxns": "0",
+            # Its AdminServer would take port 8080 of the machine.
+            "admin.enableServer": "false",
+            # Sessions may last 2 to 20 ticks: the broker's 6 s is within.
+            "tickTime": "1000",
+        }
+
     def _authorizer_properties(self) -> dict[str, str]:
+        if self.zookeeper:
+            return {
+                "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+                "super.users": f"User:ANONYMOUS;User:{ADMIN_USER}",
+            }
         return {
             "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
             # ANONYMOUS: the loopback PLAINTEXT and CONTROLLER listeners, of the tools and of the
@@ -587,8 +640,10 @@ class LocalCluster:
             "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": (
                 "org.apache.kafka.common.security.scram.ScramLoginModule required;"
             ),
-            "ssl.keystore.type": "PEM",
+            "ssl.keystore.type": "PKCS12",
             "ssl.keystore.location": str(credentials.broker_keystore_path),
+            "ssl.keystore.password": credentials.broker_keystore_password,
+            "ssl.key.password": credentials.broker_keystore_password,
             "ssl.truststore.type": "PEM",
             "ssl.truststore.location": str(credentials.ca_path),
             "listener.name.ssl.ssl.client.auth": "required",
@@ -604,14 +659,11 @@ class LocalCluster:
         replicated = str(REPLICATION_FACTOR)
         in_sync = str(MIN_IN_SYNC_REPLICAS)
         return {
-            "process.roles": "broker,controller",
-            "node.id": str(node_id),
-            "controller.quorum.voters": self._voters,
+            **self._membership_properties(node_id, "broker,controller"),
             "listeners": ",".join([*listeners, f"CONTROLLER://127.0.0.1:{controller_port}"]),
             "advertised.listeners": ",".join(advertised),
             "listener.security.protocol.map": ",".join(protocols),
             "log.dirs": str(self.nodes[node_id].data_dir),
-            "broker.session.timeout.ms": str(_SESSION_TIMEOUT_MS),
             # As production: every topic replicated, a write acknowledged by two replicas, and
             # never a leader that lost acknowledged records.
             "default.replication.factor": replicated,
@@ -628,9 +680,7 @@ class LocalCluster:
     def _shared_broker_properties(self) -> dict[str, str]:
         """What every broker of ours has, of one node or of several."""
         return {
-            "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
-            "broker.heartbeat.interval.ms": str(_HEARTBEAT_MS),
             # Fewer internal partitions than the default 50: they are created at start-up and
             # loaded after every restart, which is what readiness waits for.
             "offsets.topic.num.partitions": str(INTERNAL_TOPIC_PARTITIONS),
@@ -644,6 +694,24 @@ class LocalCluster:
             "auto.create.topics.enable": "false",
             "num.network.threads": "2",
             "num.io.threads": "4",
+        }
+
+    def _membership_properties(self, node_id: int, roles: str) -> dict[str, str]:
+        """Who a broker is, how it finds its controllers and how soon they fence it when it
+        dies: a KRaft session, or a ZooKeeper one (the ephemeral registration expires alike)."""
+        if self.zookeeper:
+            return {
+                "broker.id": str(node_id),
+                "zookeeper.connect": f"{_LOOPBACK}:{self.info.controller_port}",
+                "zookeeper.session.timeout.ms": str(_SESSION_TIMEOUT_MS),
+            }
+        return {
+            "process.roles": roles,
+            "node.id": str(node_id),
+            "controller.quorum.voters": self._voters,
+            "controller.listener.names": "CONTROLLER",
+            "broker.heartbeat.interval.ms": str(_HEARTBEAT_MS),
+            "broker.session.timeout.ms": str(_SESSION_TIMEOUT_MS),
         }
 
     def _client_listeners(self, node_id: int, port: int) -> tuple[list[str], list[str], list[str]]:
@@ -666,9 +734,7 @@ class LocalCluster:
             advertised.append(f"{protocol}://127.0.0.1:{port}")
             protocols.append(f"{protocol}:{protocol}")
         return {
-            "process.roles": "broker",
-            "node.id": str(_BROKER_NODE_ID),
-            "controller.quorum.voters": self._voters,
+            **self._membership_properties(_BROKER_NODE_ID, "broker"),
             "listeners": ",".join(listeners),
             "advertised.listeners": ",".join(advertised),
             "listener.security.protocol.map": ",".join(protocols),
@@ -706,3 +772,18 @@ def _new_cluster_id() -> str:
         cluster_id = urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
         if not cluster_id.startswith("-"):
             return cluster_id
+
+
+def uses_zookeeper(kafka_version: str) -> bool:
+    """Whether localkafka runs this Kafka version on ZooKeeper (before 3.5; module docstring)."""
+    try:
+        major_minor = tuple(int(part) for part in kafka_version.split(".")[:2])
+    except ValueError:
+        raise ClusterStateError(
+            f"Kafka version {kafka_version!r}: expected digits like 3.9.1"
+        ) from None
+    return major_minor < ZOOKEEPER_BEFORE
+
+
+def _dotted(version: tuple[int, ...]) -> str:
+    return ".".join(map(str, version))

@@ -1,7 +1,9 @@
-"""One Kafka JVM (a KRaft controller or a broker) as a local process rooted in one directory.
+"""One Kafka JVM (a KRaft controller, a broker, or an older cluster's ZooKeeper) as a local
+process rooted in one directory.
 
 <node dir>/server.properties   its configuration
 <node dir>/log4j2.properties   logging: everything to stdout, which goes to <role>.log
+<node dir>/log4j.properties    the same for Kafka before 4.0 (log4j 1 / reload4j)
 <node dir>/<role>.log          its output, appended across restarts (kept for post-mortems)
 <node dir>/pid                 pid of the running process
 <node dir>/data/               its log directory; a restart after SIGKILL reuses it
@@ -33,13 +35,27 @@ rootLogger.appenderRef.stdout.ref = STDOUT
 logger.kafka_request.name = kafka.request.logger
 logger.kafka_request.level = WARN
 """
+# Kafka before 4.0 logs through log4j 1 (reload4j from 3.2); its jars bring that binding beside
+# ours, and SLF4J picks either: both are configured alike.
+_LOG4J1 = """\
+log4j.rootLogger=INFO, stdout
+log4j.appender.stdout=org.apache.log4j.ConsoleAppender
+log4j.appender.stdout.layout=org.apache.log4j.PatternLayout
+log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.logger.kafka.request.logger=WARN
+"""
+KAFKA_MAIN = "kafka.Kafka"
+# The server Kafka's own zookeeper-server-start.sh runs, from the ZooKeeper jar that Kafka
+# before 4.0 depends on.
+ZOOKEEPER_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 
 
 class KafkaNode:
-    def __init__(self, directory: Path, role: str, heap: str) -> None:
+    def __init__(self, directory: Path, role: str, heap: str, main_class: str = KAFKA_MAIN) -> None:
         self.directory = directory
         self.role = role
         self._heap = heap
+        self._main_class = main_class
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -70,6 +86,7 @@ class KafkaNode:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.properties_path.write_text("".join(f"{k}={v}\n" for k, v in properties.items()))
         (self.directory / "log4j2.properties").write_text(_LOG4J2)
+        (self.directory / "log4j.properties").write_text(_LOG4J1)
 
     def format(self, distribution: KafkaDistribution, cluster_id: str) -> None:
         command = [
@@ -105,7 +122,7 @@ class KafkaNode:
             *self._logging_options(),
             "-cp",
             distribution.classpath,
-            "kafka.Kafka",
+            self._main_class,
             str(self.properties_path),
         ]
         with open(self.log_path, "ab") as log:
@@ -191,7 +208,10 @@ class KafkaNode:
         return self.directory / "killed_at"
 
     def _logging_options(self) -> list[str]:
-        return [f"-Dlog4j2.configurationFile={self.directory / 'log4j2.properties'}"]
+        return [
+            f"-Dlog4j2.configurationFile={self.directory / 'log4j2.properties'}",
+            f"-Dlog4j.configuration=file:{self.directory / 'log4j.properties'}",
+        ]
 
     def _is_ours(self, pid: int) -> bool:
         # The pid file may outlive its process and the pid may be reused: only a live process

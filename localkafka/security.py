@@ -2,9 +2,12 @@
 each user a SCRAM password and a client certificate, all made for this cluster and kept in its
 directory (``<dir>/security/``, readable by its owner only).
 
-Everything is PEM: the broker reads it with ``ssl.keystore.type=PEM`` and the clients with
-``ssl.ca.location`` / ``ssl.certificate.location`` / ``ssl.key.location``, so neither keytool nor
-an openssl command line is needed, only Python's ``cryptography``.
+The broker's key and certificate are a PKCS#12 key store (``ssl.keystore.type=PKCS12``, with a
+password: Kafka before 3.0 refuses a PEM key store whose key has none, and no Java reads a PEM
+key encrypted the way ``cryptography`` encrypts it). Everything else is PEM: the CA the broker
+trusts (``ssl.truststore.type=PEM``) and what the clients read with ``ssl.ca.location`` /
+``ssl.certificate.location`` / ``ssl.key.location``. Neither keytool nor an openssl command line
+is needed, only Python's ``cryptography``.
 
 A user is one principal on both secured listeners: ``User:<name>`` authenticated by SCRAM on
 SASL_SSL, and by a client certificate whose CN is ``<name>`` on SSL (the broker maps the
@@ -23,6 +26,7 @@ from pathlib import Path
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 # The super-user the tools use on the secured listeners; ANONYMOUS (the PLAINTEXT listener's
@@ -46,8 +50,13 @@ class Credentials:
 
     @property
     def broker_keystore_path(self) -> Path:
-        """The broker's private key and certificate chain in one PEM file."""
-        return self.directory / "broker-keystore.pem"
+        """The broker's private key and certificate chain, PKCS#12."""
+        return self.directory / "broker-keystore.p12"
+
+    @property
+    def broker_keystore_password(self) -> str:
+        """The key store's password, which is also its key's (``ssl.key.password``)."""
+        return (self.directory / "broker-keystore.password").read_text().strip()
 
     def certificate_path(self, user: str) -> Path:
         return self.directory / f"{user}.pem"
@@ -107,9 +116,17 @@ def make_credentials(directory: Path, users: tuple[str, ...] = USERS) -> Credent
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
+    keystore_password = secrets.token_urlsafe(24)
+    _write(directory / "broker-keystore.password", keystore_password.encode() + b"\n")
     _write(
         credentials.broker_keystore_path,
-        _pkcs8(broker_key) + broker.public_bytes(serialization.Encoding.PEM),
+        pkcs12.serialize_key_and_certificates(
+            b"broker",
+            broker_key,
+            broker,
+            None,
+            serialization.BestAvailableEncryption(keystore_password.encode()),
+        ),
     )
 
     for user in users:

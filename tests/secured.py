@@ -61,12 +61,13 @@ def secured_flow(
 
 
 def secrets_of(*clusters: LocalCluster) -> list[str]:
-    """What must never be shown: every user's SCRAM password, and each line of every private
-    key's body (the users' and the broker's)."""
+    """What must never be shown: every user's SCRAM password, the broker's key store password,
+    and each line of every user's private key's body."""
     secrets = []
     for cluster in clusters:
         credentials = cluster.credentials
-        keys = [credentials.broker_keystore_path.read_text()]
+        secrets.append(credentials.broker_keystore_password)
+        keys = []
         for user in USERS:
             secrets.append(credentials.password(user))
             keys.append(credentials.key_path(user).read_text())

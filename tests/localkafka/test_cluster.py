@@ -1,4 +1,5 @@
-"""localkafka on its own: a whole cluster crashing, and refusing what would corrupt a cluster."""
+"""localkafka on its own: a whole cluster crashing, refusing what would corrupt a cluster, and
+which Kafka versions run on ZooKeeper."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import socket
 import pytest
 from confluent_kafka import Producer
 
-from localkafka import ClusterStartError, ClusterStateError, LocalCluster
+from localkafka import ClusterStartError, ClusterStateError, KafkaDistribution, LocalCluster
+from localkafka.cluster import uses_zookeeper
 from tests.kafka_helpers import create_topic, read_at_least
 
 
@@ -59,3 +61,23 @@ def test_start_names_a_port_taken_by_another_process(own_cluster):
     # Nothing half-started is left behind.
     assert not own_cluster.controller.is_running()
     assert not own_cluster.broker.is_running()
+
+
+@pytest.mark.parametrize(
+    ("version", "zookeeper"),
+    [("2.8.2", True), ("3.4.1", True), ("3.5.2", False), ("3.9.1", False), ("4.3.1", False)],
+)
+def test_kafka_before_3_5_runs_on_zookeeper(version, zookeeper):
+    assert uses_zookeeper(version) is zookeeper
+
+
+def test_a_version_that_is_not_one_is_named():
+    with pytest.raises(ClusterStateError, match="'latest'"):
+        uses_zookeeper("latest")
+
+
+def test_several_nodes_on_a_zookeeper_version_are_refused_before_anything_is_written(tmp_path):
+    old = KafkaDistribution("2.8.2", tmp_path / "no-jars-needed")
+    with pytest.raises(ClusterStateError, match=r"3 nodes on Kafka 2\.8\.2: .* KRaft"):
+        LocalCluster.create(tmp_path / "old", "old", old, nodes=3)
+    assert not (tmp_path / "old").exists()
