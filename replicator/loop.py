@@ -42,6 +42,7 @@ from runtime import (
     NotAuthorizedError,
     Settings,
     admin_client,
+    call_retrying,
     classify,
     consume_ready,
     get_logger,
@@ -62,6 +63,10 @@ DISCOVERY_INTERVAL_S = 5.0  # a new matching topic is picked up within 10 s (iss
 DISCOVERY_JOIN_S = 30.0
 WATCHDOG_INTERVAL_S = 1.0
 REBALANCE_FLUSH_S = 10.0  # bounded: a rebalance callback must never hang the group
+# How long an assignment waits for its committed offsets and topic descriptions while the
+# source cannot answer; with one 30 s admin call in flight at the deadline, within the loop's
+# liveness bound (runtime.role.LOOP_SILENCE_S) and the consumer's max.poll.interval.ms.
+ASSIGN_PATIENCE_S = 60.0
 DRAIN_FLUSH_S = 30.0
 # What a produce request adds around one envelope (record batch and request headers).
 PRODUCE_OVERHEAD = 1024
@@ -437,13 +442,15 @@ class Replicator:
     # -- partitions ---------------------------------------------------------------------------
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        committed = consumer.committed(partitions, timeout=REBALANCE_FLUSH_S)
-        for tp in committed:
-            if tp.error is not None:
-                # Taking it for "never committed" would re-read or, with `latest`, skip: stop,
-                # and the restart asks again.
-                raise KafkaException(tp.error)
-        found = self.discovery.describe({tp.topic for tp in committed})
+        # A source broker dead or cut off right then is waited out here, as at start-up: ending
+        # the process instead (exactly chaos --nodes 3 saw stage 1 exit 1 on "no answer in 30
+        # s") only meets the same cluster again after a restart, and under an orchestrator's
+        # growing back-off.
+        committed, found = call_retrying(
+            lambda: self._assigned(consumer, partitions),
+            deadline_s=ASSIGN_PATIENCE_S,
+            on_retry=self._waiting_to_assign,
+        )
         assign = []
         for tp in committed:
             topic = found.topics.get(tp.topic)
@@ -474,6 +481,22 @@ class Replicator:
         self._hold_recreated((self.lanes[(tp.topic, tp.partition)] for tp in assign), found)
         self.metrics.assigned_partitions.set(len(self.lanes))
         log.info("partitions assigned", count=len(assign), total=len(self.lanes))
+
+    def _assigned(
+        self, consumer: Consumer, partitions: list[TopicPartition]
+    ) -> tuple[list[TopicPartition], Discovered]:
+        """The committed offsets of newly assigned partitions and their topics' descriptions."""
+        committed = consumer.committed(partitions, timeout=REBALANCE_FLUSH_S)
+        for tp in committed:
+            if tp.error is not None:
+                # Taking it for "never committed" would re-read or, with `latest`, skip: asked
+                # again (a retriable error) or the process stops, and its restart asks again.
+                raise KafkaException(tp.error)
+        return committed, self.discovery.describe({tp.topic for tp in committed})
+
+    def _waiting_to_assign(self, error: KafkaError) -> None:
+        self._beat()  # waiting on the cluster, bounded: not a loop that stopped turning
+        log.warning("assigned partitions not readable yet; retrying", error=error.str())
 
     def _start_offset(self, consumer: Consumer, tp: TopicPartition) -> int:
         """Where a never-committed partition starts. `latest` is pinned to a real offset now:
