@@ -7,7 +7,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: install demo test test-slow test-nodes test-old-source chaos unit lint toxiproxy bench-envelope bench-replicator bench-pipeline bench-profile bench-commit bench-validate bench-offsetsync bench-tls bench-memory bench-active-active bench-replication kafka-jars spark-connector merge-jar kustomize clean
+.PHONY: install demo test test-slow test-nodes test-old-source chaos unit lint toxiproxy bench-envelope bench-replicator bench-pipeline bench-profile bench-commit bench-validate bench-offsetsync bench-tls bench-memory bench-active-active bench-replication bench-rolling kafka-jars spark-connector merge-jar kustomize clean
 
 install: $(VENV)/.installed kafka-jars spark-connector merge-jar kustomize
 
@@ -157,3 +157,10 @@ clean:
 # min.insync.replicas 2), 300 k records each (about 10 minutes; README, Replicated clusters).
 bench-replication: install
 	$(BIN)/python -m bench.replication_cost --records 300000
+
+# Issue 31's comparison: the pipeline and MirrorMaker 2 exactly-once copying through one rolling
+# restart of both three-node clusters (SIGTERM, node by node; HOW=SIGKILL for crashes), 2,500
+# records/s each: each destination's longest stall per node (about 12 minutes).
+HOW ?= SIGTERM
+bench-rolling: install
+	$(BIN)/python -m bench.rolling_restart --how $(HOW)

@@ -1,0 +1,180 @@
+"""A rolling restart of both clusters, the pipeline and MirrorMaker 2 exactly-once copying through
+the same one: every node of the source, then of the target, stopped and started again one at a
+time as an upgrade does (the next once every replica is in sync), under paced traffic.
+
+    python -m bench.rolling_restart [--rate R] [--how SIGTERM|SIGKILL]
+
+Two local clusters of three replicating nodes (replication factor 3, min.insync.replicas 2).
+Each candidate copies a source topic of its own (12 partitions, 100 B values) fed at --rate
+records/s (default 2,500 each: 5,000 records/s into the source in all); both run throughout the
+one roll, so each node's restart is the same event for both. For each node: how long each
+candidate's destination stood still (no record became visible to a read_committed reader)
+between the node's stop and 5 s after it served again. Then every record is checked on both
+destinations, and whether either candidate exited is said. A noisy 2-core machine carrying six
+JVMs: compare the two columns, never the numbers alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+
+from bench.clusters import bench_clusters
+from bench.flowmeter import PacedProducer, Sample, Sampler, exactly_once, probe_until_visible
+from bench.mirrormaker import ensure_mirrormaker
+from bench.pipeline_vs_mirrormaker import START_TIMEOUT_S, Bench, _interrupt
+from bench.replicator_throughput import PARTITIONS, _create
+from localkafka import LocalCluster
+
+CANDIDATES = ("pipeline", "MM2 exactly-once")
+SIZE = 100
+WARMUP_S = 20.0
+SETTLE_S = 5.0  # after a node serves again: a stall that begins as it returns still counts
+HOLD_S = 8.0  # a SIGKILLed node stays down this long, as a crashed machine's would
+_TICK_S = 0.1
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rate", type=float, default=2500.0, help="records/s per candidate")
+    parser.add_argument("--how", choices=("SIGTERM", "SIGKILL"), default="SIGTERM")
+    args = parser.parse_args()
+    signal.signal(signal.SIGTERM, _interrupt)
+    libs = ensure_mirrormaker()
+    started = time.monotonic()
+    with bench_clusters("bench-rolling-", nodes=3) as (base, clusters):
+        bench = Bench(clusters, base, libs, verify=False)
+        with ExitStack() as stack:
+            watched: dict[str, Watched] = {}
+            for n, candidate in enumerate(CANDIDATES):
+                topic = f"rolling-{n}"
+                _create(bench.source, topic)
+                destination, check_alive = stack.enter_context(
+                    bench._candidate(candidate, topic, f"roll{n}")
+                )
+                probe_until_visible(bench.source, bench.target, topic, destination, START_TIMEOUT_S)
+                producer = stack.enter_context(
+                    PacedProducer(bench.source, topic, PARTITIONS, args.rate, SIZE)
+                )
+                sampler = Sampler(bench.source, topic, bench.target, destination, PARTITIONS)
+                watched[candidate] = Watched(topic, destination, check_alive, sampler, producer)
+            with sampling([w.sampler for w in watched.values()]):
+                print(f"{args.rate:,.0f} records/s into each candidate's topic", flush=True)
+                time.sleep(WARMUP_S)
+                windows = roll(clusters, args.how)
+                time.sleep(SETTLE_S)
+            report(watched, windows, args.how)
+            for w in watched.values():
+                w.producer.stop()  # the candidates copy what is left; then every record checked
+            for candidate, w in watched.items():
+                exited = w.exited()
+                records, missing, duplicated = exactly_once(
+                    bench.source, w.topic, bench.target, w.destination, PARTITIONS
+                )
+                print(
+                    f"{candidate}: {records:,} source records, {missing:,} missing, "
+                    f"{duplicated:,} duplicated on the destination"
+                    + (f"; EXITED during the roll: {exited}" if exited else ""),
+                    flush=True,
+                )
+    print(f"\nbench took {time.monotonic() - started:.0f} s")
+
+
+class Watched:
+    def __init__(
+        self,
+        topic: str,
+        destination: str,
+        check_alive: Callable[[], None],
+        sampler: Sampler,
+        producer: PacedProducer,
+    ) -> None:
+        self.topic = topic
+        self.destination = destination
+        self.check_alive = check_alive
+        self.sampler = sampler
+        self.producer = producer
+
+    def exited(self) -> str | None:
+        try:
+            self.check_alive()
+        except RuntimeError as exc:
+            return str(exc).splitlines()[0]
+        return None
+
+
+@contextmanager
+def sampling(samplers: Sequence[Sampler]) -> Iterator[None]:
+    """Each sampler sampled every tick on a thread of its own while the roll blocks: a request
+    to a node going down (up to 10 s) delays only its own candidate's samples."""
+    stop = threading.Event()
+
+    def run(sampler: Sampler) -> None:
+        while not stop.wait(_TICK_S):
+            sampler.sample()
+
+    threads = [threading.Thread(target=run, args=(s,), daemon=True) for s in samplers]
+    for thread in threads:
+        thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+
+
+def roll(clusters: list[LocalCluster], how: str) -> list[tuple[str, float, float]]:
+    """Each node of each cluster restarted in turn; (node, stopped at, serving again at)."""
+    windows = []
+    for cluster in clusters:
+        for node in sorted(cluster.nodes):
+            began = time.monotonic()
+            if how == "SIGTERM":
+                cluster.stop_node(node)  # a controlled shutdown hands leadership over first
+            else:
+                cluster.kill_node(node)
+                time.sleep(HOLD_S)
+            cluster.start_node(node, tie_to_parent=True)
+            windows.append((f"{cluster.name} node {node}", began, time.monotonic()))
+            print(f"  {windows[-1][0]} back after {windows[-1][2] - began:.0f} s", flush=True)
+    return windows
+
+
+def longest_stall(samples: Sequence[Sample], since: float, until: float) -> float:
+    """The longest stretch in [since, until] in which nothing new became visible."""
+    inside = [s for s in samples if since <= s.at <= until]
+    stalled = longest = 0.0
+    for previous, sample in itertools.pairwise(inside):
+        stalled = stalled + (sample.at - previous.at) if sample.visible == previous.visible else 0
+        longest = max(longest, stalled)
+    return longest
+
+
+def report(watched: dict[str, Watched], windows: list[tuple[str, float, float]], how: str) -> None:
+    print(f"\nrolling restart ({how}): the longest stall of each destination, per node (s)")
+    print(f"  {'node':<16}" + "".join(f"{candidate:>20}" for candidate in watched))
+    stalls: dict[str, list[float]] = {candidate: [] for candidate in watched}
+    for name, began, back in windows:
+        row = f"  {name:<16}"
+        for candidate, w in watched.items():
+            stall = longest_stall(w.sampler.samples, began, back + SETTLE_S)
+            stalls[candidate].append(stall)
+            row += f"{stall:>20.1f}"
+        print(row)
+    for label, pick in (("median", _median), ("max", max)):
+        print(f"  {label:<16}" + "".join(f"{pick(s):>20.1f}" for s in stalls.values()))
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2]
+
+
+if __name__ == "__main__":
+    main()
