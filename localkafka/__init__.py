@@ -5,6 +5,7 @@ For the demo, ``exactly run``, the tests, benchmarks and people trying kafka-exa
 Docker needed.
 """
 
+from localkafka.classarchive import ensure_class_archive
 from localkafka.cluster import ClusterInfo, LocalCluster
 from localkafka.errors import (
     ClusterStartError,
@@ -41,6 +42,7 @@ __all__ = [
     "cache_root",
     "default_state_dir",
     "die_with_parent",
+    "ensure_class_archive",
     "ensure_kafka",
     "free_port",
     "free_port_block",

@@ -33,6 +33,12 @@ class KafkaDistribution:
     def classpath(self) -> str:
         return str(self.libs_dir / "*")
 
+    @property
+    def class_archive(self) -> Path:
+        """The class-data-sharing archive of this version's JVM classes, once made
+        (localkafka/classarchive.py)."""
+        return self.libs_dir.parent / "classes.jsa"
+
 
 def ensure_kafka(version: str = KAFKA_VERSION) -> KafkaDistribution:
     """Return the cached distribution, resolving it with Maven first if it is not there."""

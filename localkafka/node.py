@@ -57,6 +57,9 @@ class KafkaNode:
         self._heap = heap
         self._main_class = main_class
         self._process: subprocess.Popen[bytes] | None = None
+        # Where the JVM writes the classes it loaded when it exits (classarchive.py), instead of
+        # reading the distribution's archive.
+        self.dump_classes_to: Path | None = None
 
     @property
     def data_dir(self) -> Path:
@@ -119,6 +122,7 @@ class KafkaNode:
             "-XX:MaxGCPauseMillis=20",
             "-XX:+ExitOnOutOfMemoryError",
             "-Djava.awt.headless=true",
+            *self._class_sharing(distribution),
             *self._logging_options(),
             "-cp",
             distribution.classpath,
@@ -206,6 +210,14 @@ class KafkaNode:
     @property
     def _killed_marker(self) -> Path:
         return self.directory / "killed_at"
+
+    def _class_sharing(self, distribution: KafkaDistribution) -> list[str]:
+        # A JVM that cannot use the archive (another Java, changed jars) ignores it silently
+        # and loads its classes as without one.
+        if self.dump_classes_to is not None:
+            return [f"-XX:ArchiveClassesAtExit={self.dump_classes_to}"]
+        archive = distribution.class_archive
+        return [f"-XX:SharedArchiveFile={archive}"] if archive.is_file() else []
 
     def _logging_options(self) -> list[str]:
         return [

@@ -4,11 +4,18 @@ which Kafka versions run on ZooKeeper."""
 from __future__ import annotations
 
 import socket
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
 
-from localkafka import ClusterStartError, ClusterStateError, KafkaDistribution, LocalCluster
+from localkafka import (
+    ClusterStartError,
+    ClusterStateError,
+    KafkaDistribution,
+    LocalCluster,
+    ensure_class_archive,
+)
 from localkafka.cluster import uses_zookeeper
 from tests.kafka_helpers import create_topic, read_at_least
 
@@ -81,3 +88,13 @@ def test_several_nodes_on_a_zookeeper_version_are_refused_before_anything_is_wri
     with pytest.raises(ClusterStateError, match=r"3 nodes on Kafka 2\.8\.2: .* KRaft"):
         LocalCluster.create(tmp_path / "old", "old", old, nodes=3)
     assert not (tmp_path / "old").exists()
+
+
+def test_every_node_maps_the_class_archive_that_speeds_its_start(own_cluster):
+    archive = ensure_class_archive()
+    assert archive is not None, "Java 17 writes class archives"
+    own_cluster.start(tie_to_parent=True)
+    for process in (own_cluster.controller, own_cluster.broker):
+        # Mapped, not only named on the command line: a JVM that rejects an archive runs on.
+        maps = Path(f"/proc/{process.pid}/maps").read_text()
+        assert str(archive) in maps, f"the {process.role} did not map {archive}"
