@@ -14,7 +14,7 @@ from runtime import ConfigError, GracefulShutdown, Health, Settings, call_retryi
 from runtime.liveness import Heartbeat
 from runtime.role import run_role
 from runtime.settings import variable_name
-from runtime.topics import waiting_on
+from runtime.topics import admin_result, waiting_on
 
 log = get_logger("offsetsync")
 
@@ -39,9 +39,10 @@ def run() -> int:
         # (an aggregated topic) is never taken for this one's.
         source_cluster_id = call_retrying(
             lambda: (
-                clients.source_admin.describe_cluster(request_timeout=_ATTEMPT_S)
-                .result()
-                .cluster_id
+                admin_result(
+                    clients.source_admin.describe_cluster(request_timeout=_ATTEMPT_S),
+                    _ATTEMPT_S + 2,
+                ).cluster_id
             ),
             deadline_s=_START_DEADLINE_S,
             on_retry=waiting_on(clients.source_admin),

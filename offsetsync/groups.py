@@ -46,6 +46,8 @@ _TIMEOUT_S = 10.0
 # client lived: a broker frozen for 3 s (1 s timeout), a coordinator node SIGKILLed on three
 # nodes (10 s), a broker restarted (5 s).
 _COORDINATOR_REQUEST_TIMEOUT_S = 3600.0
+# The key of the listing among _answers' requests (every other key is a group).
+_LISTING = "(the group listing)"
 # Groups without members. Any other state (stable, rebalancing, assigning, reconciling; classic
 # or KIP-848 groups alike) has members whose position we must not move.
 _IDLE = frozenset({ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD})
@@ -99,7 +101,20 @@ class ClusterGroups:
         A listing can leave out a group that exists, with no error: a group whose coordinator
         is loading or moving between brokers. Absent from it is not "no offsets"
         (``committed_unlisted``)."""
-        listing = self._admin.list_consumer_groups(request_timeout=_TIMEOUT_S).result()
+        # Our own deadline as for the coordinator requests (_answers): a listing whose broker
+        # left the cluster while it waited was never answered nor timed out by librdkafka (three
+        # nodes, a target node SIGKILLed: offset sync stood still for minutes, silent), while its
+        # own timeout answers first in every other case.
+        future = self._admin.list_consumer_groups(request_timeout=_TIMEOUT_S - 2)
+        listing = self._answers({_LISTING: future})[_LISTING]
+        if isinstance(listing, TimeoutError):
+            raise KafkaException(
+                KafkaError(
+                    KafkaError._TIMED_OUT, f"group listing not answered in {_TIMEOUT_S:.0f} s"
+                )
+            )
+        if isinstance(listing, KafkaException):
+            raise listing
         if listing.errors:
             # A broker that did not answer may coordinate a group: a partial list would make
             # that group look absent (free to move, or gone from the source).

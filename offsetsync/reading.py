@@ -27,6 +27,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from offsetsync.errors import ReadTimeoutError
 from runtime import LIBRDKAFKA_LOG, kafka_error_of
+from runtime.topics import admin_result
 
 # (topic, partition)
 Key = tuple[str, int]
@@ -237,7 +238,9 @@ class ClusterReader:
         offsets = {}
         for tp, future in futures.items():
             try:
-                offsets[(tp.topic, tp.partition)] = future.result().offset
+                # A deadline of our own: librdkafka leaves a request to a broker that left the
+                # cluster unanswered (offsetsync.groups.states).
+                offsets[(tp.topic, tp.partition)] = admin_result(future, _TIMEOUT_S + 2).offset
             except KafkaException as exc:
                 if kafka_error_of(exc).code() not in _ABSENT:
                     raise

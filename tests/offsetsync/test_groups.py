@@ -17,8 +17,13 @@ from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
-from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import (
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, ListConsumerGroupsResult
 
 import offsetsync.groups
 from offsetsync.groups import ClusterGroups
@@ -57,6 +62,15 @@ class _Admin:
             request.group_id,
             [TopicPartition(tp.topic, tp.partition, tp.offset) for tp in request.topic_partitions],
         )
+
+    def list_consumer_groups(self, request_timeout):
+        """Left pending unless "(listing)" is answered: a listing sent to a broker that left
+        the cluster meanwhile, which librdkafka neither answers nor times out."""
+        self.timeouts.append(request_timeout)
+        future: Future = Future()
+        if "(listing)" in self.answered:
+            future.set_result(ListConsumerGroupsResult(valid=[], errors=[]))
+        return future
 
 
 def _groups(*admins: _Admin) -> tuple[ClusterGroups, list[_Admin]]:
@@ -114,6 +128,18 @@ def test_an_unanswered_commit_is_timed_out_on_each_of_its_partitions(monkeypatch
         ("t", 1): "_TIMED_OUT",
     }
     assert made == [first, second]
+
+
+def test_an_unanswered_listing_fails_the_cycle_and_the_admin_client_is_made_anew(monkeypatch):
+    # Seen on three nodes: offset sync's cycle blocked on the listing for minutes, silent.
+    monkeypatch.setattr(offsetsync.groups, "_TIMEOUT_S", 0.2)
+    first, second = _Admin(set()), _Admin({"(listing)"})
+    groups, made = _groups(first, second)
+    with pytest.raises(KafkaException) as failed:
+        groups.states()
+    assert failed.value.args[0].code() == KafkaError._TIMED_OUT  # retriable: the next cycle
+    assert made == [first, second]
+    assert groups.states() == {}  # the new client answers
 
 
 def test_a_group_request_unanswered_while_the_broker_is_frozen_does_not_abort(
