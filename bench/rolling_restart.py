@@ -2,7 +2,7 @@
 the same one: every node of the source, then of the target, stopped and started again one at a
 time as an upgrade does (the next once every replica is in sync), under paced traffic.
 
-    python -m bench.rolling_restart [--rate R] [--how SIGTERM|SIGKILL]
+    python -m bench.rolling_restart [--rate R] [--how SIGTERM|SIGKILL] [--sides source,target]
 
 Two local clusters of three replicating nodes (replication factor 3, min.insync.replicas 2).
 Each candidate copies a source topic of its own (12 partitions, 100 B values) fed at --rate
@@ -43,7 +43,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rate", type=float, default=2500.0, help="records/s per candidate")
     parser.add_argument("--how", choices=("SIGTERM", "SIGKILL"), default="SIGTERM")
+    parser.add_argument(
+        "--sides", default="source,target", help="the clusters rolled, in this order"
+    )
     args = parser.parse_args()
+    if not set(args.sides.split(",")) <= {"source", "target"}:
+        parser.error(f"--sides {args.sides!r}: source, target or both, comma-separated")
     signal.signal(signal.SIGTERM, _interrupt)
     libs = ensure_mirrormaker()
     started = time.monotonic()
@@ -66,7 +71,8 @@ def main() -> None:
             with sampling([w.sampler for w in watched.values()]):
                 print(f"{args.rate:,.0f} records/s into each candidate's topic", flush=True)
                 time.sleep(WARMUP_S)
-                windows = roll(clusters, args.how)
+                by_name = {cluster.name: cluster for cluster in clusters}
+                windows = roll([by_name[side] for side in args.sides.split(",")], args.how)
                 time.sleep(SETTLE_S)
             report(watched, windows, args.how)
             for w in watched.values():

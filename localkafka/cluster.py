@@ -620,13 +620,12 @@ class LocalCluster:
         }
 
     def _authorizer_properties(self) -> dict[str, str]:
-        if self.zookeeper:
-            return {
-                "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-                "super.users": f"User:ANONYMOUS;User:{ADMIN_USER}",
-            }
         return {
-            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "authorizer.class.name": (
+                "kafka.security.authorizer.AclAuthorizer"  # ACLs kept in ZooKeeper
+                if self.zookeeper
+                else "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+            ),
             # ANONYMOUS: the loopback PLAINTEXT and CONTROLLER listeners, of the tools and of the
             # broker itself.
             "super.users": f"User:ANONYMOUS;User:{ADMIN_USER}",
