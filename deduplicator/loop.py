@@ -639,8 +639,21 @@ class Deduplicator:
         self._bytes = 0
 
     def _rewind(self) -> None:
+        """Seek every assigned staging partition back to its committed offset, waiting out a
+        group coordinator that moves meanwhile: the transaction just aborted was often aborted
+        because it moves (on three nodes, a target node shutting down answered "Not
+        coordinator" to the offsets' commit and then to this read, which stopped stage 2)."""
         assigned = self.consumer.assignment()
-        for tp in self.consumer.committed(assigned, timeout=TXN_TIMEOUT_S):
+        found: list[TopicPartition] = []
+
+        def committed() -> None:
+            found[:] = self.consumer.committed(assigned, timeout=TXN_TIMEOUT_S)
+            for tp in found:
+                if tp.error is not None:  # read as "never committed" it would rewind to 0
+                    raise KafkaException(tp.error)
+
+        self._retrying("committed offsets", committed, until_stopped=True)
+        for tp in found:
             offset = tp.offset if tp.offset >= 0 else 0
             self.consumer.seek(TopicPartition(tp.topic, tp.partition, offset))
 
