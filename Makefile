@@ -77,7 +77,7 @@ test-slow: install toxiproxy
 # Issue 31: both stages between two clusters of three replicating nodes (replication factor 3,
 # min.insync.replicas 2): a node SIGKILLed for what it leads or coordinates, rolling restarts
 # (SIGTERM and SIGKILL), two target nodes down at once; the stalls measured are printed at the
-# end (about 15 minutes here).
+# end (31 to 36 minutes here).
 test-nodes: install toxiproxy
 	$(BIN)/pytest -m nodes tests/nodes --durations=10 $(PYTEST_ARGS)
 
