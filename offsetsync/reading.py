@@ -236,11 +236,13 @@ class ClusterReader:
             request_timeout=_TIMEOUT_S,
         )
         offsets = {}
+        # One deadline of our own for them all: librdkafka leaves a request to a broker that left
+        # the cluster unanswered (offsetsync.groups.states).
+        deadline = time.monotonic() + _TIMEOUT_S + 2
         for tp, future in futures.items():
             try:
-                # A deadline of our own: librdkafka leaves a request to a broker that left the
-                # cluster unanswered (offsetsync.groups.states).
-                offsets[(tp.topic, tp.partition)] = admin_result(future, _TIMEOUT_S + 2).offset
+                answer = admin_result(future, max(0.0, deadline - time.monotonic()))
+                offsets[(tp.topic, tp.partition)] = answer.offset
             except KafkaException as exc:
                 if kafka_error_of(exc).code() not in _ABSENT:
                     raise
