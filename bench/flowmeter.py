@@ -12,6 +12,7 @@ order within a partition, so the last one visible means all before it are.
 from __future__ import annotations
 
 import itertools
+import math
 import multiprocessing
 import os
 import statistics
@@ -476,6 +477,16 @@ class Recovery:
     flowing_again_s: float | None = None  # kill -> first record produced after it visible
 
 
+def longest_stall(samples: Sequence[Sample], since: float, until: float) -> float:
+    """The longest stretch in [since, until] in which nothing new became visible."""
+    inside = [s for s in samples if since <= s.at <= until]
+    stalled = longest = 0.0
+    for previous, sample in itertools.pairwise(inside):
+        stalled = stalled + (sample.at - previous.at) if sample.visible == previous.visible else 0
+        longest = max(longest, stalled)
+    return longest
+
+
 def analyse_recovery(
     samples: Sequence[Sample],
     killed_at: float,
@@ -486,10 +497,7 @@ def analyse_recovery(
     after = [s for s in samples if s.at >= killed_at]
     rate = (before[-1].produced - before[0].produced) / (before[-1].at - before[0].at)
     lag_before = statistics.median(s.produced - s.visible for s in before)
-    stalled = longest = 0.0
-    for previous, sample in itertools.pairwise(after):
-        stalled = stalled + (sample.at - previous.at) if sample.visible == previous.visible else 0
-        longest = max(longest, stalled)
+    longest = longest_stall(samples, killed_at, math.inf)
     # Rates over the next second from each sample; a kill first brings a dip (below half the
     # produce rate), full speed is the first second after the dip at >= 90 %.
     full_speed = caught_up = None

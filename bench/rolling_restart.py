@@ -17,7 +17,6 @@ JVMs: compare the two columns, never the numbers alone.
 from __future__ import annotations
 
 import argparse
-import itertools
 import signal
 import threading
 import time
@@ -25,7 +24,13 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 
 from bench.clusters import bench_clusters
-from bench.flowmeter import PacedProducer, Sample, Sampler, exactly_once, probe_until_visible
+from bench.flowmeter import (
+    PacedProducer,
+    Sampler,
+    exactly_once,
+    longest_stall,
+    probe_until_visible,
+)
 from bench.mirrormaker import ensure_mirrormaker
 from bench.pipeline_vs_mirrormaker import START_TIMEOUT_S, Bench, _interrupt
 from bench.replicator_throughput import PARTITIONS, _create
@@ -141,25 +146,10 @@ def roll(clusters: list[LocalCluster], how: str) -> list[tuple[str, float, float
     for cluster in clusters:
         for node in sorted(cluster.nodes):
             began = time.monotonic()
-            if how == "SIGTERM":
-                cluster.stop_node(node)  # a controlled shutdown hands leadership over first
-            else:
-                cluster.kill_node(node)
-                time.sleep(HOLD_S)
-            cluster.start_node(node, tie_to_parent=True)
+            cluster.restart_node(node, crash=how == "SIGKILL", down_s=HOLD_S, tie_to_parent=True)
             windows.append((f"{cluster.name} node {node}", began, time.monotonic()))
             print(f"  {windows[-1][0]} back after {windows[-1][2] - began:.0f} s", flush=True)
     return windows
-
-
-def longest_stall(samples: Sequence[Sample], since: float, until: float) -> float:
-    """The longest stretch in [since, until] in which nothing new became visible."""
-    inside = [s for s in samples if since <= s.at <= until]
-    stalled = longest = 0.0
-    for previous, sample in itertools.pairwise(inside):
-        stalled = stalled + (sample.at - previous.at) if sample.visible == previous.visible else 0
-        longest = max(longest, stalled)
-    return longest
 
 
 def report(watched: dict[str, Watched], windows: list[tuple[str, float, float]], how: str) -> None:

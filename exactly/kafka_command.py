@@ -155,8 +155,7 @@ def restart(name: str, node: int | None) -> None:
         if node is None:
             cluster.restart()
         else:
-            cluster.stop_node(node)
-            cluster.start_node(node)
+            cluster.restart_node(node)
     _print_status(cluster)
 
 

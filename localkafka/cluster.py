@@ -503,6 +503,26 @@ class LocalCluster:
         self.launch_node(node_id, tie_to_parent=tie_to_parent)
         self.await_serving([node_id], ready_timeout_s, in_sync=in_sync)
 
+    def restart_node(
+        self,
+        node_id: int,
+        *,
+        crash: bool = False,
+        down_s: float = 0.0,
+        ready_timeout_s: float = READY_TIMEOUT_S,
+        tie_to_parent: bool = False,
+    ) -> None:
+        """One step of a rolling restart: stop one node with a controlled shutdown (SIGTERM,
+        its leadership handed over first) or, with ``crash``, SIGKILL it and leave it down for
+        ``down_s`` as a crashed machine; then start it again and wait until it serves
+        (``start_node``)."""
+        if crash:
+            self.kill_node(node_id)
+            time.sleep(down_s)
+        else:
+            self.stop_node(node_id)
+        self.start_node(node_id, ready_timeout_s, tie_to_parent=tie_to_parent)
+
     def await_serving(
         self, node_ids: Sequence[int], timeout_s: float, *, in_sync: bool = True
     ) -> None:

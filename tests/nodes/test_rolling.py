@@ -30,12 +30,13 @@ def test_rolling_restart_of_both_clusters(three_nodes, roles, unique_topic, tmp_
             cluster = three_nodes[side]
             for node in sorted(cluster.nodes):
                 started = time.monotonic()
-                if how == "SIGTERM":
-                    cluster.stop_node(node)  # a controlled shutdown hands leadership over first
-                else:
-                    cluster.kill_node(node)
-                    time.sleep(HOLD_S)
-                cluster.start_node(node, tie_to_parent=True, ready_timeout_s=RESTART_S)
+                cluster.restart_node(
+                    node,
+                    crash=how == "SIGKILL",
+                    down_s=HOLD_S,
+                    ready_timeout_s=RESTART_S,
+                    tie_to_parent=True,
+                )
                 windows.append((f"{side} node {node}", started, time.monotonic()))
 
     _, watch = run_through(flow, roles, roll, label=f"rolling restart ({how}), source then target")
