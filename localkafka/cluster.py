@@ -708,9 +708,11 @@ class LocalCluster:
             # The log cleaner looks for work every second (default 15 s), so compaction on a
             # topic with a short segment.ms is observable within seconds in tests and demos.
             "log.cleaner.backoff.ms": "1000",
-            # Topics are created on purpose, with the partition counts and configs the product
-            # chooses; a typo must not silently create a topic.
-            "auto.create.topics.enable": "false",
+            # Kafka's default, and the official image's: brokers create a topic that a metadata
+            # request names. The product must be right where they do (its clients never ask them
+            # to: runtime/settings.py), and with it off here, tests hid that stage 1's own check
+            # for a destination topic created it with one partition.
+            "auto.create.topics.enable": "true",
             "num.network.threads": "2",
             "num.io.threads": "4",
         }

@@ -104,7 +104,16 @@ class ClusterSettings(BaseModel):
 
     def client_config(self) -> dict[str, str]:
         """bootstrap.servers and the passthrough properties, ready for confluent_kafka."""
-        config = {"bootstrap.servers": ",".join(self.bootstrap_servers)}
+        config = {
+            "bootstrap.servers": ",".join(self.bootstrap_servers),
+            # Never create a topic by asking for it. Brokers create one on any metadata request
+            # that names it (auto.create.topics.enable, on by default), and librdkafka's producers
+            # and admin clients ask that way: stage 1's check for a destination topic created it
+            # with the broker's num.partitions (1) a moment before its own create (6), which then
+            # answered "already exists", and stage 2 could not write the source's partition 3.
+            # Every topic of a flow is created by the role that owns it, as its source has it.
+            "allow.auto.create.topics": "false",
+        }
         config.update(self.properties)
         config.update(
             {name: value.get_secret_value() for name, value in self.secret_properties.items()}

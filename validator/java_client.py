@@ -26,6 +26,7 @@ from validator.errors import InputError
 # librdkafka properties that mean the same to the Java client.
 _SAME_IN_JAVA = frozenset(
     {
+        "allow.auto.create.topics",
         "client.id",
         "socket.connection.setup.timeout.ms",
         "request.timeout.ms",

@@ -43,8 +43,16 @@ def test_seed_variables_map_exactly():
     assert loaded.destination.bootstrap_servers == ("target-1:9092",)
     assert loaded.source.topic == "orders"
     assert loaded.destination.topic == "orders-copy"
-    assert loaded.source.client_config() == {"bootstrap.servers": "source-1:9092,source-2:9092"}
-    assert loaded.destination.client_config() == {"bootstrap.servers": "target-1:9092"}
+    # No client of ours asks a broker to create a topic by naming it (runtime/settings.py).
+    no_auto_create = {"allow.auto.create.topics": "false"}
+    assert loaded.source.client_config() == {
+        "bootstrap.servers": "source-1:9092,source-2:9092",
+        **no_auto_create,
+    }
+    assert loaded.destination.client_config() == {
+        "bootstrap.servers": "target-1:9092",
+        **no_auto_create,
+    }
     assert loaded.destination_topic("orders") == "orders-copy"
     assert loaded.destination_topic("orders-eu") is None
 
@@ -268,6 +276,7 @@ def test_passthrough_properties_reach_client_config():
     )
     assert loaded.source.client_config() == {
         "bootstrap.servers": CLUSTERS[f"{SOURCE}BOOTSTRAP_SERVERS"],
+        "allow.auto.create.topics": "false",
         "security.protocol": "SASL_SSL",
         "sasl.mechanism": "PLAIN",
         "sasl.username": "replicator",
