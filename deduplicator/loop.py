@@ -18,6 +18,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
+from deduplicator.backlog import Backlog
 from deduplicator.errors import DeduplicatorError, TransactionFailedError
 from deduplicator.metrics import DeduplicatorMetrics
 from deduplicator.restore import ChangelogReader, changelog_reader, changelog_tail
@@ -153,6 +154,7 @@ class Deduplicator:
         self.consumer = Consumer(consumer_config(settings, self._client_error))
         self.producer = self._new_producer()
         self._fenced_joins: list[float] = []  # when the consumer was fenced and made anew
+        self.backlog = Backlog(settings.names.staging, metrics.backlog)
 
     def _new_producer(self) -> Producer:
         """The transactional producer, initialised (invariant 6: a stable id per instance;
@@ -214,6 +216,7 @@ class Deduplicator:
         try:
             while not self._should_stop():
                 self._beat()
+                self.backlog.update_due(self.consumer, list(self.stores))
                 messages = self.consumer.consume(CONSUME_BATCH, 0)
                 if not messages:
                     if self._in_transaction:
@@ -480,6 +483,8 @@ class Deduplicator:
         for partition, states in by_partition.items():  # step 5
             self.stores[partition].commit(states, changelog_offsets[partition])
         self._observe_commit(started, committed_at)
+        for partition, offset in self._offsets.items():
+            self.backlog.committed(partition, offset)
         self._reset_transaction()
 
     def _raise_if_the_transaction_was_refused(self) -> None:
@@ -656,6 +661,7 @@ class Deduplicator:
         for tp in found:
             offset = tp.offset if tp.offset >= 0 else 0
             self.consumer.seek(TopicPartition(tp.topic, tp.partition, offset))
+            self.backlog.committed(tp.partition, offset)
 
     # -- partitions ---------------------------------------------------------------------------
 
@@ -707,6 +713,7 @@ class Deduplicator:
         self._subscribe()
 
     def _release(self, partitions: list[TopicPartition]) -> None:
+        self.backlog.forget([tp.partition for tp in partitions])
         for tp in partitions:
             store = self.stores.pop(tp.partition, None)
             if store is not None:

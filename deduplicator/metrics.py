@@ -72,6 +72,13 @@ class DeduplicatorMetrics:
             buckets=_AGE_BUCKETS,
             registry=r,
         )
+        self.backlog = Gauge(
+            "exactly_deduplicator_backlog_records",
+            "Staging records not committed by stage 2 yet (the partition's high watermark - "
+            "its committed offset), by staging partition.",
+            ["partition"],
+            registry=r,
+        )
         self.assigned_partitions = Gauge(
             "exactly_deduplicator_assigned_partitions",
             "Staging partitions this instance owns.",

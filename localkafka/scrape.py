@@ -15,10 +15,15 @@ def scrape(port: str | int, timeout_s: float = 10.0) -> str:
 
 
 def sample(metrics: str, name: str, **labels: str) -> float | None:
-    """The value of the sample ``name`` with exactly these labels; None when there is none."""
+    """The value of the sample ``name`` with exactly these labels; None when there is none.
+    The ``flow`` label every role adds (runtime/flow_label.py) is compared only when asked for:
+    one process serves one flow."""
     for family in text_string_to_metric_families(metrics):
         for found in family.samples:
-            if found.name == name and found.labels == labels:
+            own = found.labels
+            if "flow" not in labels:
+                own = {key: value for key, value in own.items() if key != "flow"}
+            if found.name == name and own == labels:
                 return float(found.value)
     return None
 

@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry, ProcessCollector
 
 from runtime.broker_reach import BROKER_REACH
 from runtime.errors import ConfigError, ExactlyError, FencedError
+from runtime.flow_label import FlowLabelledRegistry
 from runtime.http import Health, serve_http
 from runtime.identity import IdentityClaim
 from runtime.kafka_errors import kafka_error_of, to_client_error
@@ -96,7 +97,10 @@ def _serve(
             # Brokers the process's clients fail to reach (the ExactlyBrokerUnreachable alert).
             registry.register(BROKER_REACH)
             server = serve_http(
-                settings.metrics_port, registry=registry, health=health, host=settings.metrics_host
+                settings.metrics_port,
+                registry=FlowLabelledRegistry(registry, settings.flow),
+                health=health,
+                host=settings.metrics_host,
             )
             if server is not None:
                 held.enter_context(server)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 import uuid
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -60,6 +61,22 @@ def test_exactly_run_restarts_a_killed_role_and_copies_exactly_once(
         assert total(scrape(port + 1), "exactly_replicator_records_total") == 600
         assert total(scrape(port + 2), "exactly_deduplicator_records_written_total") == 600
         assert total(scrape(port + 3), "exactly_offsetsync_cycle_seconds_count") > 0
+        # Every sample names its flow (the alerts aggregate by it), process metrics included.
+        for i in range(4):
+            for family in text_string_to_metric_families(scrape(port + i)):
+                for found in family.samples:
+                    assert found.labels.get("flow") == env["REPLICATION_FLOW"], (i, found)
+        # Stage 2's backlog, per staging partition, is 0 once every record is on the destination.
+        deadline = time.monotonic() + 15  # the gauge follows within its 5 s interval
+        while True:
+            metrics = scrape(port + 2)
+            drained = "exactly_deduplicator_backlog_records{" in metrics and (
+                total(metrics, "exactly_deduplicator_backlog_records") == 0
+            )
+            if drained or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert drained, [line for line in metrics.splitlines() if "backlog_records{" in line]
 
         # A crash of one role: started again, counted, and nothing lost or duplicated.
         os.kill(int(started.group(1)), signal.SIGKILL)
