@@ -29,13 +29,14 @@ import pyspark
 from runtime.cache import cache_root
 from runtime.logs import get_logger
 from validator.errors import MergeJarError
+from validator.session import resolve_connector_hint
 
 SOURCES = Path(__file__).with_name("java")
 MERGE_CLASS = "io.kafkaexactly.validator.MergeJob"
 JAR_PREFIX = "exactly-validator-merge"
 # Where the jar records sources_digest() (MergeJob.sourcesDigest reads it).
 DIGEST_RESOURCE = "io/kafkaexactly/validator/sources.digest"
-# The Kafka client of spark-sql-kafka-0-10_2.13:4.0.0 (deps/spark-kafka-connector.xml).
+# The Kafka client of spark-sql-kafka-0-10_2.13:4.0.0 (validator/spark-kafka-connector.xml).
 _KAFKA_CLIENTS = Path(
     ".m2/repository/org/apache/kafka/kafka-clients/3.9.0", "kafka-clients-3.9.0.jar"
 )
@@ -123,8 +124,8 @@ def _kafka_clients(spark_jars: str | None) -> Path:
         if (home / _KAFKA_CLIENTS).exists():
             return home / _KAFKA_CLIENTS
     raise MergeJarError(
-        f"no Kafka client jar to compile against ({Path.home() / _KAFKA_CLIENTS}): run "
-        "`make install` (or mvn -f deps/spark-kafka-connector.xml dependency:resolve)"
+        f"no Kafka client jar to compile against ({Path.home() / _KAFKA_CLIENTS}): "
+        f"{resolve_connector_hint()}"
     )
 
 

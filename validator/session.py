@@ -29,6 +29,9 @@ _CONNECTOR_IN_M2 = Path(
     ".m2/repository/org/apache/spark/spark-sql-kafka-0-10_2.13/4.0.0",
     "spark-sql-kafka-0-10_2.13-4.0.0.jar",
 )
+# The connector and the jars it needs, as a POM installed with the package (package data): a pip
+# user has no checkout, so the hint names this file, not the repository's deps/ (a link to it).
+CONNECTOR_POM = Path(__file__).with_name("spark-kafka-connector.xml")
 
 # Only where the user (or spark-submit) has not set them.
 _DEFAULTS = {
@@ -110,6 +113,12 @@ def _check_connector() -> None:
     if not any((home / _CONNECTOR_IN_M2).exists() for home in homes):
         raise InputError(
             f"Spark's Kafka connector is not in the local Maven repository "
-            f"({Path.home() / _CONNECTOR_IN_M2}): run `make install` "
-            "(or mvn -f deps/spark-kafka-connector.xml dependency:resolve)"
+            f"({Path.home() / _CONNECTOR_IN_M2}): {resolve_connector_hint()}"
         )
+
+
+def resolve_connector_hint() -> str:
+    """What to run to put the connector into the local Maven repository: a command that needs
+    only Maven and the installed package (what `make install` runs in a checkout)."""
+    command = f"mvn -f {shlex.quote(str(CONNECTOR_POM))} dependency:resolve"
+    return f"resolve it with Maven: `{command}` (in a checkout, `make install` does it)"

@@ -4,8 +4,11 @@ Kubernetes build it, so that a test can run the role with it as a plain process.
 from __future__ import annotations
 
 import json
+import os
 import re
-from collections.abc import Iterator, Mapping
+import shutil
+import subprocess
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -35,20 +38,62 @@ def compose_environment(role: str) -> dict[str, str]:
     return {name: str(value) for name, value in service["environment"].items()}
 
 
+def compose_service(name: str) -> dict[str, Any]:
+    """A service of docker-compose.yml as compose reads it (anchors and merge keys resolved)."""
+    (compose,) = load_yaml_documents(COMPOSE_FILE)
+    service: dict[str, Any] = compose["services"][name]
+    return service
+
+
+def healthcheck_argv(test: list[str] | str) -> list[str]:
+    """A compose healthcheck's `test` as Docker runs it in the container: CMD's words as they are,
+    CMD-SHELL's string (or a plain string) through /bin/sh -c."""
+    if isinstance(test, str):
+        return ["/bin/sh", "-c", test]
+    kind, *words = test
+    assert kind in ("CMD", "CMD-SHELL"), test
+    return words if kind == "CMD" else ["/bin/sh", "-c", *words]
+
+
 def kubernetes_resources() -> Iterator[tuple[Path, dict[str, Any]]]:
-    """Every Kubernetes resource under k8s/ (not kustomizations, not patches)."""
+    """Every Kubernetes resource under k8s/ (not kustomizations or components, not patches)."""
     for path in sorted(K8S_DIR.rglob("*.yaml")):
         for document in load_yaml_documents(path):
             kind = document.get("kind") if isinstance(document, dict) else None
-            if kind is not None and "apiVersion" in document and kind != "Kustomization":
+            api = str(document.get("apiVersion", "")) if kind is not None else ""
+            if api and not api.startswith("kustomize.config.k8s.io/"):
                 yield path, document
+
+
+def read_env_file(path: Path) -> dict[str, str]:
+    """An env file as kustomize's configMapGenerator reads it: NAME=value lines, # comments."""
+    return _env_lines(path.read_text().splitlines())
+
+
+def _env_lines(lines: Iterable[str]) -> dict[str, str]:
+    pairs = (line.split("=", 1) for line in lines if line.strip() and not line.startswith("#"))
+    return {name: value for name, value in pairs}
+
+
+def generated_config_maps(directory: Path) -> dict[str, dict[str, str]]:
+    """The data of the ConfigMaps a kustomization generates, by their names before the hash
+    (the names its own resources use)."""
+    (kustomization,) = load_yaml_documents(directory / "kustomization.yaml")
+    generated: dict[str, dict[str, str]] = {}
+    for generator in kustomization.get("configMapGenerator", []):
+        data: dict[str, str] = {}
+        for env_file in generator.get("envs", []):
+            data.update(read_env_file(directory / env_file))
+        data.update(_env_lines(generator.get("literals", [])))
+        generated[generator["name"]] = data
+    return generated
 
 
 def kubernetes_environment(role: str) -> dict[str, str]:
     """The role's container environment in k8s/base: the ConfigMaps it takes whole (envFrom),
     then its own `env` (which wins), downward-API values as Kubernetes fills them."""
     resources = [r for path, r in kubernetes_resources() if path.parent.name == "base"]
-    config_maps = {r["metadata"]["name"]: r["data"] for r in resources if r["kind"] == "ConfigMap"}
+    config_maps = generated_config_maps(K8S_DIR / "base")
     (workload,) = [
         r
         for r in resources
@@ -76,6 +121,7 @@ def kustomization_references(path: Path) -> list[Path]:
     """The files and directories a kustomization.yaml names."""
     (kustomization,) = load_yaml_documents(path)
     named: list[str] = list(kustomization.get("resources", []))
+    named += kustomization.get("components", [])
     named += [p["path"] for p in kustomization.get("patches", []) if "path" in p]
     for generator in kustomization.get("configMapGenerator", []) + kustomization.get(
         "secretGenerator", []
@@ -83,6 +129,25 @@ def kustomization_references(path: Path) -> list[Path]:
         named += generator.get("envs", [])
         named += [f.split("=", 1)[-1] for f in generator.get("files", [])]
     return [path.parent / name for name in named]
+
+
+def kustomize_binary() -> Path | None:
+    """kustomize as `make install` builds it (or one on PATH)."""
+    cache = Path(os.environ.get("LOCALKAFKA_CACHE_DIR", Path.home() / ".cache/kafka-exactly"))
+    built = sorted(cache.glob("tools/kustomize-*/kustomize"))
+    found = built[-1] if built else shutil.which("kustomize")
+    return Path(found) if found else None
+
+
+def kustomize_build(directory: Path) -> list[dict[str, Any]]:
+    """The resources `kubectl apply -k directory` would send, as kustomize renders them."""
+    kustomize = kustomize_binary()
+    assert kustomize is not None, "no kustomize: `make install` builds it where Go is"
+    done = subprocess.run(
+        [kustomize, "build", directory], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return [d for d in yaml.safe_load_all(done.stdout) if d]
 
 
 def queried_metrics() -> dict[str, set[str]]:

@@ -1,14 +1,14 @@
 """docker-compose.yml and k8s/ checked without a Docker engine or a Kubernetes cluster (issue 14):
 each file against its schema, strictly, and the environment each gives a role run as a plain
 process against the local clusters: it starts, becomes ready and copies exactly once, so the
-deployed configuration cannot drift from the settings contract."""
+deployed configuration cannot drift from the settings contract. The manifests' own checks, rendered
+with kustomize: test_kubernetes.py."""
 
 from __future__ import annotations
 
+import base64
 import json
-import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -18,19 +18,19 @@ import uuid
 from pathlib import Path
 
 import pytest
-import yaml
+from prometheus_client import CollectorRegistry
 
-from runtime import load_settings
+from runtime.http import Health, serve_http
 from tests.deploy.deployed import (
     COMPOSE_FILE,
-    K8S_DIR,
     ROLES,
     compose_environment,
+    compose_service,
+    healthcheck_argv,
     kubernetes_environment,
-    kubernetes_resources,
-    kustomization_references,
     load_yaml_documents,
 )
+from tests.deploy.dockerfile import stage_instructions
 from tests.kafka_helpers import create_topic, produce_numbered
 from tests.replication.processes import role_processes
 from tests.replication.scrape import free_port
@@ -38,132 +38,6 @@ from tests.replication.staging import read_source
 from tests.replication.test_deduplicator import _await_destination, assert_exactly_once
 
 _BIN = Path(sys.executable).parent
-
-
-def test_every_kubernetes_manifest_passes_strict_validation():
-    files = sorted({path for path, _resource in kubernetes_resources()})
-    assert {f.name for f in files} >= {
-        "flow-config.yaml",
-        "deduplicator.yaml",
-        "replicator.yaml",
-        "offsetsync.yaml",
-        "disruption-budgets.yaml",
-        "validator.yaml",
-    }
-    # --strict: a misspelled field is an error, not something Kubernetes silently drops.
-    done = subprocess.run(
-        [_BIN / "kubernetes-validate", "--strict", "--quiet", *files],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-
-
-def test_the_stages_keep_their_identity_and_state_and_drain_before_they_are_killed():
-    kinds = {(r["kind"], r["metadata"]["name"]): r for _p, r in kubernetes_resources()}
-    statefulset = kinds[("StatefulSet", "exactly-deduplicator")]
-    pod = statefulset["spec"]["template"]["spec"]
-    (container,) = pod["containers"]
-    assert kubernetes_environment("deduplicator")["REPLICATION_INSTANCE_ID"] == (
-        "exactly-deduplicator-0"
-    )
-    (claim,) = statefulset["spec"]["volumeClaimTemplates"]
-    state_dir = kubernetes_environment("deduplicator")["STATE_DIR"]
-    (mount,) = [m for m in container["volumeMounts"] if m["name"] == claim["metadata"]["name"]]
-    assert state_dir.startswith(mount["mountPath"] + "/")
-    # Longer than the 60 s a drain may take (exactly.supervise.DRAIN_S, a role's own drain).
-    assert pod["terminationGracePeriodSeconds"] > 60
-    # Stage 1's pods keep their names too: a pod's name is its default identity (its static
-    # group membership), so a rollout's new pod takes its partitions back at once.
-    replicator = kinds[("StatefulSet", "exactly-replicator")]
-    assert "REPLICATION_INSTANCE_ID" not in kubernetes_environment("replicator")
-    assert replicator["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] > 60
-    offsetsync = kinds[("Deployment", "exactly-offsetsync")]
-    assert offsetsync["spec"]["replicas"] == 1
-    assert offsetsync["spec"]["strategy"]["type"] == "Recreate"
-    for job in (kinds[("Job", "exactly-validate")], kinds[("CronJob", "exactly-validate-hourly")]):
-        spec = job["spec"] if job["kind"] == "Job" else job["spec"]["jobTemplate"]["spec"]
-        assert spec["backoffLimit"] == 0  # exit 1 is a verdict, never retried
-
-
-def _kustomize() -> Path | None:
-    """kustomize as `make install` builds it (or one on PATH)."""
-    cache = Path(os.environ.get("LOCALKAFKA_CACHE_DIR", Path.home() / ".cache/kafka-exactly"))
-    built = sorted(cache.glob("tools/kustomize-*/kustomize"))
-    found = built[-1] if built else shutil.which("kustomize")
-    return Path(found) if found else None
-
-
-def test_every_kustomization_renders_to_strictly_valid_manifests(tmp_path):
-    kustomize = _kustomize()
-    if kustomize is None:
-        pytest.skip("no kustomize: `make install` builds it where a Go toolchain is")
-    rendered = {}
-    for directory in (K8S_DIR / "base", K8S_DIR / "overlays" / "example"):
-        output = tmp_path / f"{directory.name}.yaml"
-        done = subprocess.run(
-            [kustomize, "build", directory], capture_output=True, text=True, timeout=120
-        )
-        assert done.returncode == 0, done.stderr
-        output.write_text(done.stdout)
-        rendered[directory.name] = [d for d in yaml.safe_load_all(done.stdout) if d]
-    done = subprocess.run(
-        [_BIN / "kubernetes-validate", "--strict", "--quiet", *tmp_path.glob("*.yaml")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    # The overlay's patches reach every role: the credentials mounted, the images renamed.
-    workloads = [r for r in rendered["example"] if r["kind"] in ("Deployment", "StatefulSet")]
-    assert len(workloads) == len(ROLES)
-    for workload in workloads:
-        (container,) = workload["spec"]["template"]["spec"]["containers"]
-        mounts = {m["mountPath"] for m in container["volumeMounts"]}
-        assert "/etc/kafka-exactly/credentials" in mounts, workload["metadata"]["name"]
-        assert container["image"].startswith("registry.example.com/kafka-exactly:")
-    (deduplicator,) = [w for w in workloads if w["metadata"]["name"] == "exactly-deduplicator"]
-    (container,) = deduplicator["spec"]["template"]["spec"]["containers"]
-    assert "/var/lib/exactly" in {m["mountPath"] for m in container["volumeMounts"]}
-
-
-def test_every_kustomization_names_files_that_exist():
-    kustomizations = sorted(K8S_DIR.rglob("kustomization.yaml"))
-    assert len(kustomizations) == 2
-    for kustomization in kustomizations:
-        for named in kustomization_references(kustomization):
-            assert named.exists(), f"{kustomization} names {named}, which does not exist"
-
-
-def test_the_example_overlays_configuration_loads(tmp_path):
-    # The credentials its variables name, as the Secret mount would provide them: a password,
-    # and a certificate with its key (librdkafka reads them when the settings are checked).
-    overlay = K8S_DIR / "overlays" / "example"
-    env = dict(
-        line.split("=", 1)
-        for line in (overlay / "flow.env").read_text().splitlines()
-        if line and not line.startswith("#")
-    )
-    certificate, key = tmp_path / "certificate.pem", tmp_path / "key.pem"
-    make_certificate = ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"]
-    subprocess.run(
-        [*make_certificate, "-subj", "/CN=test", "-keyout", key, "-out", certificate],
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
-    mounted = {"source-password": "secret-from-the-mount\n", "target-client.key": key.read_text()}
-    for name, value in list(env.items()):
-        if value.startswith("/etc/kafka-exactly/credentials/"):
-            local = tmp_path / Path(value).name
-            local.write_text(mounted.get(local.name, certificate.read_text()))
-            env[name] = str(local)
-    settings = load_settings(env)
-    assert settings.source.client_config()["security.protocol"] == "SASL_SSL"
-    assert settings.source.client_config()["sasl.password"] == "secret-from-the-mount"
-    assert settings.destination.client_config()["ssl.key.location"].endswith("target-client.key")
-    assert settings.destination.client_config()["security.protocol"] == "SSL"
 
 
 def test_the_compose_file_passes_the_compose_specification(tmp_path):
@@ -220,16 +94,21 @@ def _await_ready(port: str, process) -> None:
         time.sleep(0.3)
 
 
+def _flow_names(what: str, tmp_path: Path) -> dict[str, str]:
+    """Names of a test flow of its own: topic, flow, offset sync's groups, state directory."""
+    return {
+        "topic": f"deployed.{what}.{uuid.uuid4().hex[:8]}",
+        "flow": f"deployed-{what}-{uuid.uuid4().hex[:8]}",
+        "groups": f"g{uuid.uuid4().hex[:8]}.*",
+        "state": str(tmp_path / "state"),
+    }
+
+
 @pytest.mark.parametrize("where", ["compose", "kubernetes"])
 def test_the_deployed_environment_of_every_role_copies_exactly_once(
     where, source_cluster, target_cluster, tmp_path
 ):
-    names = {
-        "topic": f"deployed.{where}.{uuid.uuid4().hex[:8]}",
-        "flow": f"deployed-{where}-{uuid.uuid4().hex[:8]}",
-        "groups": f"g{uuid.uuid4().hex[:8]}.*",
-        "state": str(tmp_path / "state"),
-    }
+    names = _flow_names(where, tmp_path)
     create_topic(source_cluster.bootstrap_servers, names["topic"], 3)
     produce_numbered(source_cluster.bootstrap_servers, names["topic"], 3, 0, 300)
     deployed = compose_environment if where == "compose" else kubernetes_environment
@@ -244,3 +123,85 @@ def test_the_deployed_environment_of_every_role_copies_exactly_once(
         assert_exactly_once(source_cluster, source, _await_destination(target_cluster, source))
         for role, (process, _port) in started.items():
             assert process.terminate(90) == 0, (role, process.log_tail())
+
+
+# What the apache/kafka image formats its storage with when CLUSTER_ID is not set
+# (/etc/kafka/docker/configure): the id both compose clusters would otherwise share.
+_KAFKA_IMAGE_DEFAULT_CLUSTER_ID = "5L6g3nShT-eMCtK--X86sw"
+
+
+def test_each_compose_cluster_has_a_valid_cluster_id_of_its_own():
+    ids = {
+        name: str(compose_service(name)["environment"].get("CLUSTER_ID", ""))
+        for name in ("source-kafka", "target-kafka")
+    }
+    assert ids["source-kafka"] != ids["target-kafka"], ids
+    for name, cluster_id in ids.items():
+        # Kafka's Uuid.fromString: 22 characters of base64url without padding, 16 bytes; and
+        # not starting with "-", which Kafka's own random ids avoid (a command line reads it as
+        # an option).
+        assert re.fullmatch(r"[A-Za-z0-9_-]{22}", cluster_id), (name, cluster_id)
+        raw = base64.urlsafe_b64decode(cluster_id + "==")
+        assert len(raw) == 16, (name, cluster_id)
+        assert base64.urlsafe_b64encode(raw).rstrip(b"=").decode() == cluster_id, cluster_id
+        assert not cluster_id.startswith("-"), (name, cluster_id)
+        assert cluster_id != _KAFKA_IMAGE_DEFAULT_CLUSTER_ID, name
+
+
+def _healthcheck(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """The healthcheck as Docker runs it in the roles' container: the container's environment
+    and the image's PATH, its virtual environment first (here the test's, which has the same
+    packages)."""
+    return subprocess.run(
+        argv,
+        env={**env, "PATH": f"{_BIN}:/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+
+
+def test_the_compose_healthcheck_of_every_role_reflects_its_healthz(
+    source_cluster, target_cluster, tmp_path
+):
+    checks = {r: healthcheck_argv(compose_service(r)["healthcheck"]["test"]) for r in ROLES}
+    # One definition of health: the image's own HEALTHCHECK (for `docker run`) is the same.
+    (image_check,) = [i for i in stage_instructions("exactly") if i.keyword == "HEALTHCHECK"]
+    kind, _, words = image_check.arguments.partition(" ")
+    assert kind == "CMD", image_check
+    for role, argv in checks.items():
+        assert argv == json.loads(words), role
+        assert argv[0] == "python", argv  # the image has no curl; its venv has python
+    names = _flow_names("health", tmp_path)
+    create_topic(source_cluster.bootstrap_servers, names["topic"], 3)
+    with role_processes(tmp_path) as processes:
+        started = {}
+        for role in ROLES:
+            env = _local(compose_environment(role), (source_cluster, target_cluster), names)
+            started[role] = (processes.start(role, env), env)
+        for role, (process, env) in started.items():
+            _await_ready(env["METRICS_PORT"], process)
+            healthy = _healthcheck(checks[role], env)
+            assert healthy.returncode == 0, (role, healthy.stderr)
+        for role, (process, _env) in started.items():
+            assert process.terminate(90) == 0, (role, process.log_tail())
+        # Nothing on the port any more: refused, unhealthy.
+        for role, (_process, env) in started.items():
+            gone = _healthcheck(checks[role], env)
+            assert gone.returncode == 1, (role, gone.stdout, gone.stderr)
+            assert "Connection refused" in gone.stderr, gone.stderr
+    # A process that answers but is not live (its /healthz says 503): unhealthy as well.
+    health = Health()
+    health.set_live(False, "the main loop is stuck")
+    port = free_port()
+    server = serve_http(port, registry=CollectorRegistry(), health=health, host="127.0.0.1")
+    assert server is not None
+    try:
+        env = {**compose_environment("replicator"), "METRICS_PORT": str(port)}
+        stuck = _healthcheck(checks["replicator"], env)
+        assert stuck.returncode == 1, (stuck.stdout, stuck.stderr)
+        assert "HTTP Error 503" in stuck.stderr, stuck.stderr
+        health.set_live(True)
+        assert _healthcheck(checks["replicator"], env).returncode == 0
+    finally:
+        server.close()
