@@ -7,9 +7,9 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: install demo test test-slow test-nodes test-old-source chaos unit lint toxiproxy bench-envelope bench-replicator bench-pipeline bench-profile bench-commit bench-validate bench-offsetsync bench-tls bench-memory bench-active-active bench-replication bench-rolling kafka-jars spark-connector merge-jar kustomize clean
+.PHONY: install demo test test-slow test-nodes test-old-source chaos unit lint toxiproxy bench-envelope bench-replicator bench-pipeline bench-profile bench-commit bench-validate bench-offsetsync bench-tls bench-memory bench-active-active bench-replication bench-rolling test-images images-tools kafka-jars spark-connector merge-jar kustomize promtool clean
 
-install: $(VENV)/.installed kafka-jars spark-connector merge-jar kustomize
+install: $(VENV)/.installed kafka-jars spark-connector merge-jar kustomize promtool
 
 # New top-level packages need a reinstall: the editable install maps the packages it saw.
 $(VENV)/.installed: pyproject.toml $(wildcard */__init__.py)
@@ -40,6 +40,19 @@ kustomize:
 	elif command -v go >/dev/null 2>&1; then \
 		GOBIN="$(TOOLS_DIR)" go install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION); \
 	else echo "no Go toolchain: the tests that render k8s/ with kustomize will be skipped"; fi
+
+# promtool runs the alert rules' tests (tests/deploy/test_alerts.py): taken out of Debian's
+# prometheus package, not installed (no daemon, no root), into the same cache. Elsewhere, one on
+# PATH serves, or the tests are skipped and say so.
+PROMTOOL_DIR := $(or $(LOCALKAFKA_CACHE_DIR),$(HOME)/.cache/kafka-exactly)/tools/promtool
+promtool:
+	@if [ -x "$(PROMTOOL_DIR)/promtool" ] || command -v promtool >/dev/null 2>&1; then :; \
+	elif command -v apt-get >/dev/null 2>&1; then \
+		rm -rf "$(PROMTOOL_DIR).part" && mkdir -p "$(PROMTOOL_DIR).part" && cd "$(PROMTOOL_DIR).part" \
+		&& { apt-get download prometheus 2>/dev/null || { apt-get update -qq && apt-get download prometheus; }; } \
+		&& dpkg-deb -x prometheus_*.deb root && mv root/usr/bin/promtool . && rm -rf root prometheus_*.deb \
+		&& cd - >/dev/null && rm -rf "$(PROMTOOL_DIR)" && mv "$(PROMTOOL_DIR).part" "$(PROMTOOL_DIR)"; \
+	else echo "no apt-get: the alert rules' promtool tests will be skipped"; fi
 
 # toxiproxy, for exactly chaos's network faults, built once from the Go module proxy into the
 # same cache (exactly/chaos/network.py builds it on first use too; here it is not timed).
@@ -80,6 +93,31 @@ test-slow: install toxiproxy
 # end (31 to 36 minutes here).
 test-nodes: install toxiproxy
 	$(BIN)/pytest -m nodes tests/nodes --durations=10 $(PYTEST_ARGS)
+
+# Issue 32: the product's two images built from the Dockerfile and run under a Docker engine
+# against the suite's local clusters, the validator's image auditing what they copied, and
+# `docker compose up` of the shipped file with test-only stand-ins (tests/images). Installs what
+# it runs with: Debian's docker.io (the engine is started for the tests and stopped after them)
+# and debootstrap (the test base image), and Docker Compose v2 built from the Go module proxy.
+test-images: install images-tools
+	$(BIN)/pytest -m images tests/images --durations=10 $(PYTEST_ARGS)
+
+COMPOSE_VERSION := v2.40.3
+COMPOSE_DIR := $(or $(LOCALKAFKA_CACHE_DIR),$(HOME)/.cache/kafka-exactly)/tools/compose-$(COMPOSE_VERSION)
+images-tools:
+	@if [ ! -x /usr/sbin/dockerd ] || [ ! -x /usr/bin/docker ] || ! command -v debootstrap >/dev/null 2>&1; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install --yes -qq \
+			--no-install-recommends docker.io debootstrap; \
+	fi
+	@# Compose's go.mod has exclude directives, which `go install` refuses: built in a scratch module.
+	@if [ ! -x "$(COMPOSE_DIR)/docker-compose" ]; then \
+		rm -rf "$(COMPOSE_DIR).build" && mkdir -p "$(COMPOSE_DIR).build" && cd "$(COMPOSE_DIR).build" \
+		&& go mod init compose-build >/dev/null 2>&1 \
+		&& go get github.com/docker/compose/v2/cmd@$(COMPOSE_VERSION) \
+		&& go build -o docker-compose github.com/docker/compose/v2/cmd \
+		&& mkdir -p "$(COMPOSE_DIR)" && mv docker-compose "$(COMPOSE_DIR)/" \
+		&& cd / && rm -rf "$(COMPOSE_DIR).build"; \
+	fi
 
 # The source-side scenarios (both stages' data mix, offset sync, the audit) with the source
 # cluster on an older Apache Kafka, the target on ours (about 10 minutes here). Before 3.5 the

@@ -2,10 +2,12 @@
 
 1. external clusters named by KAFKA_EXACTLY_TEST_SOURCE_BOOTSTRAP_SERVERS and
    KAFKA_EXACTLY_TEST_TARGET_BOOTSTRAP_SERVERS (no broker control: crash tests skip);
-2. testcontainers with the official apache/kafka image, where a Docker engine answers;
-3. localkafka: real brokers as local processes from the official jars (the default here).
+2. localkafka: real brokers as local processes from the official jars (the default).
 
-KAFKA_EXACTLY_TEST_BACKEND=external|testcontainers|localkafka forces one.
+KAFKA_EXACTLY_TEST_BACKEND=external|testcontainers|localkafka forces one; testcontainers (the
+official apache/kafka image) only when asked: a Docker engine that answers is no sign that an
+image registry does (`make test-images` runs one beside the suite's clusters, and here no
+registry is reachable).
 KAFKA_EXACTLY_TEST_SOURCE_KAFKA_VERSION runs localkafka's source cluster on another Apache Kafka
 version (say 3.9.1: an older cluster users migrate from), the target on ours. The variables are
 deliberately outside the product's prefixes (KAFKA_CLUSTERS_, REPLICATION_, ...), which the roles
@@ -16,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -102,8 +103,6 @@ def choose_backend() -> str:
         return forced
     if all(os.environ.get(variable) for variable in EXTERNAL_VARIABLES.values()):
         return "external"
-    if _docker_engine_answers():
-        return "testcontainers"
     return "localkafka"
 
 
@@ -166,31 +165,6 @@ def cold_cluster(directory: Path, name: str) -> Iterator[KafkaBackend]:
         yield _local_backend(cluster)
     finally:
         cluster.stop()
-
-
-def _docker_engine_answers() -> bool:
-    """True when a Docker engine answers its /_ping endpoint within two seconds.
-
-    Probed by hand rather than with the docker client, whose failed probe leaks a socket.
-    """
-    host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
-    try:
-        if host.startswith("unix://"):
-            probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            address: object = host.removeprefix("unix://")
-        elif host.startswith("tcp://"):
-            hostname, _, port = host.removeprefix("tcp://").rstrip("/").rpartition(":")
-            probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            address = (hostname, int(port))
-        else:
-            return False
-        with probe:
-            probe.settimeout(2)
-            probe.connect(address)
-            probe.sendall(b"GET /_ping HTTP/1.0\r\nHost: docker\r\n\r\n")
-            return b" 200 " in probe.recv(64)
-    except (OSError, ValueError):
-        return False
 
 
 def _testcontainers() -> dict[str, KafkaBackend]:
