@@ -6,6 +6,8 @@ import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from runtime.flow_label import FLOW_LABEL
+
 
 def scrape(port: str | int, timeout_s: float = 10.0) -> str:
     """The text of ``/metrics`` on ``port`` of this machine; URLError while nothing listens."""
@@ -21,8 +23,8 @@ def sample(metrics: str, name: str, **labels: str) -> float | None:
     for family in text_string_to_metric_families(metrics):
         for found in family.samples:
             own = found.labels
-            if "flow" not in labels:
-                own = {key: value for key, value in own.items() if key != "flow"}
+            if FLOW_LABEL not in labels:
+                own = {key: value for key, value in own.items() if key != FLOW_LABEL}
             if found.name == name and own == labels:
                 return float(found.value)
     return None

@@ -131,12 +131,19 @@ def kustomization_references(path: Path) -> list[Path]:
     return [path.parent / name for name in named]
 
 
+def built_tool(pattern: str, on_path: str | None = None) -> Path | None:
+    """A tool the Makefile puts under <cache>/tools (``pattern``, globbed there: the last
+    version sorted wins), with the cache as the Makefile computes it; else ``on_path`` found on
+    PATH, if given; else None."""
+    cache = Path(os.environ.get("LOCALKAFKA_CACHE_DIR", Path.home() / ".cache/kafka-exactly"))
+    built = sorted(cache.glob(f"tools/{pattern}"))
+    found = built[-1] if built else (shutil.which(on_path) if on_path else None)
+    return Path(found) if found else None
+
+
 def kustomize_binary() -> Path | None:
     """kustomize as `make install` builds it (or one on PATH)."""
-    cache = Path(os.environ.get("LOCALKAFKA_CACHE_DIR", Path.home() / ".cache/kafka-exactly"))
-    built = sorted(cache.glob("tools/kustomize-*/kustomize"))
-    found = built[-1] if built else shutil.which("kustomize")
-    return Path(found) if found else None
+    return built_tool("kustomize-*/kustomize", "kustomize")
 
 
 def kustomize_build(directory: Path) -> list[dict[str, Any]]:

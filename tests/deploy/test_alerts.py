@@ -5,9 +5,7 @@ runtime/flow_label.py). Each alert links a runbook section that docs/operations.
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.deploy.deployed import ALERT_RULES, load_yaml_documents
+from tests.deploy.deployed import ALERT_RULES, built_tool, load_yaml_documents
 from tests.replication.processes import REPOSITORY_ROOT
 
 OPERATIONS = REPOSITORY_ROOT / "docs" / "operations.md"
@@ -446,12 +444,10 @@ def _expected_annotations(rule: dict[str, Any], labels: dict[str, str]) -> dict[
 
 def _promtool() -> Path:
     """promtool as `make install` takes it out of Debian's prometheus package (or one on PATH)."""
-    cache = Path(os.environ.get("LOCALKAFKA_CACHE_DIR", Path.home() / ".cache/kafka-exactly"))
-    built = cache / "tools" / "promtool" / "promtool"
-    found = built if built.exists() else shutil.which("promtool")
+    found = built_tool("promtool/promtool", "promtool")
     if found is None:
         pytest.skip("no promtool: `make install` takes it from Debian's prometheus package")
-    return Path(found)
+    return found
 
 
 def test_every_alert_has_a_case_that_fires_and_one_that_stays_silent():

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -203,13 +202,3 @@ def host_ca_bundle() -> Path | None:
         if candidate and Path(candidate).is_file():
             return Path(candidate)
     return None
-
-
-def copy_tree(source: Path, destination: Path, names: Sequence[str]) -> None:
-    destination.mkdir(parents=True, exist_ok=True)
-    for name in names:
-        origin = source / name
-        if origin.is_dir():
-            shutil.copytree(origin, destination / name)
-        else:
-            shutil.copy2(origin, destination / name)

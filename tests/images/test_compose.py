@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.cache import cache_root
+from tests.deploy.deployed import built_tool
 from tests.images.conftest import note
 from tests.images.engine import Engine
 from tests.images.images import ensure_kafka_standin, ensure_prometheus_standin
@@ -38,10 +38,11 @@ ROLES = ("replicator", "deduplicator", "offsetsync")
 
 def compose_binary() -> Path:
     """Docker Compose v2, as `make test-images` builds it from the Go module proxy."""
-    found = sorted(cache_root().glob("tools/compose-*/docker-compose"))
-    if not found:
+    # Only the one built: a docker-compose on PATH may be Debian's v1.
+    found = built_tool("compose-*/docker-compose")
+    if found is None:
         pytest.fail("no docker-compose: `make test-images` builds it (Go module proxy)")
-    return found[-1]
+    return found
 
 
 @dataclass
