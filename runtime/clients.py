@@ -6,7 +6,8 @@ librdkafka writes its log lines to stderr unless a client has a ``logger``: raw 
 in a process whose every other line is ``key=value`` or JSON (``EXACTLY_LOG_FORMAT``), which a
 log shipper cannot parse. Every client of ours logs through ``LIBRDKAFKA_LOG`` instead, whose
 filter (runtime/broker_reach.py) turns its ERROR line per failed connection attempt into one
-WARNING per broker with a count.
+WARNING per broker with a count, and whose lines about a failed transaction, which the roles
+handle and say themselves, are WARNINGs (runtime/transaction_lines.py).
 """
 
 from __future__ import annotations
@@ -22,9 +23,11 @@ from runtime.errors import AuthenticationError
 from runtime.kafka_errors import ErrorClass, classify
 from runtime.logs import EventLogger
 from runtime.settings import ClusterSettings
+from runtime.transaction_lines import demote_handled_transaction_lines
 
 LIBRDKAFKA_LOG = logging.getLogger("librdkafka")
 LIBRDKAFKA_LOG.addFilter(BROKER_REACH)
+LIBRDKAFKA_LOG.addFilter(demote_handled_transaction_lines)
 
 # Both stages' consumers, under the user's own properties. librdkafka fetches a partition again
 # only while its local queue holds fewer than queued.min.messages (100 000 a partition) and
