@@ -94,6 +94,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
     report = yield
+    roles = getattr(item, "funcargs", {}).get("roles")
+    if report.failed and report.when == "call" and isinstance(roles, RoleProcesses):
+        # Before the fixture stops them: what each role was doing when the test gave up.
+        roles.dump_stacks()
+        for process in roles.started:
+            report.sections.append((f"role log: {process.name}", process.log_tail(80)))
     if report.failed and _CLUSTER_FIXTURES & set(getattr(item, "fixturenames", ())):
         clusters = item.funcargs.get("kafka_clusters") or {}
         for name in ("source_cluster", "target_cluster"):

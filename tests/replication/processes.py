@@ -10,6 +10,10 @@ to `<log_dir>/<name>.log`, appended across restarts with a marker line per start
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,6 +21,8 @@ from pathlib import Path
 import localkafka
 
 REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
+# How long a role is given to write its stacks (faulthandler, from a signal handler) to its log.
+STACK_DUMP_S = 1.0
 
 
 class RoleProcess(localkafka.RoleProcess):
@@ -84,6 +90,17 @@ class RoleProcesses:
     def kill_all(self) -> None:
         for process in self.started:
             process.kill()
+
+    def dump_stacks(self) -> None:
+        """Have every role still running print its threads' Python stacks to its log (SIGUSR1,
+        runtime/role.py): a test that failed on a role standing still shows where it waits."""
+        running = [process for process in self.started if process.is_running()]
+        for process in running:
+            assert process.pid is not None
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(process.pid, signal.SIGUSR1)
+        if running:
+            time.sleep(STACK_DUMP_S)
 
 
 @contextmanager
