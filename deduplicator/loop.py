@@ -37,6 +37,7 @@ from runtime import (
     LIBRDKAFKA_LOG,
     PREFETCH_DEFAULTS,
     ErrorClass,
+    FencedJoins,
     Settings,
     abort_or_replace,
     call_retrying,
@@ -65,11 +66,14 @@ HARD_DEADLINE_S = TXN_TIMEOUT_S + 30.0
 # broker died): a short timeout, retried within RETRY_DEADLINE_S like any retriable error, lets
 # its hard deadline be short too. With 30 s + 30 s, each hang stalled the copy for 60 s in
 # `exactly chaos` runs; with 10 s + 5 s, a SIGKILL of the node leading a destination partition
-# and the coordinators stalled it 30-37 s on three nodes. The call answers within milliseconds
-# when it works and within its own timeout when it fails; only the librdkafka bug outlives both,
-# and a replacement the deadline calls too early costs one aborted transaction, nothing else.
-SEND_OFFSETS_TIMEOUT_S = 5.0
-SEND_OFFSETS_HARD_DEADLINE_S = SEND_OFFSETS_TIMEOUT_S + 3.0
+# and the coordinators stalled it 30-37 s on three nodes. It also waits out a coordinator's node
+# in controlled shutdown, which answers nothing until it exits (8 s here): in a rolling restart of
+# the target the call hung at every node whose coordinators moved. The call answers within
+# milliseconds when it works and within its own timeout when it fails; only those outlive both.
+# A replacement the deadline calls too early costs one aborted transaction and a new producer's
+# init_transactions, and holds one of MAX_HUNG_PRODUCERS until the early call ends.
+SEND_OFFSETS_TIMEOUT_S = 3.0
+SEND_OFFSETS_HARD_DEADLINE_S = SEND_OFFSETS_TIMEOUT_S + 2.0
 # A hung send_offsets_to_transaction leaves its producer to the call and a new one goes on
 # (_replace_hung_producer); past this many stuck at once, the process exits for a restart.
 MAX_HUNG_PRODUCERS = 2
@@ -90,13 +94,18 @@ _PURGED = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
 # commit_transaction answers at once when a record failed; the bound is for the unexpected.
 _ASK_TRANSACTION_ERROR_S = 10.0
 
-# A consumer fenced as a static member is made anew (_join_again); fenced more often than this
-# within the window, a live twin holds this instance's identity and the process exits.
-MAX_FENCED_JOINS = 3
-FENCED_JOINS_WINDOW_S = 300.0
-
+# A transaction's flush is watched this often for a record that failed (_flushed).
+FLUSH_SLICE_S = 0.5
 # How long a failing process waits for its open transaction's abort before it exits anyway.
 ABORT_ON_FAILURE_S = 5.0
+# How long an abort (and the flush before it) may wait before the producer is replaced instead,
+# the replacement's init_transactions ending the transaction (runtime.abort_or_replace). The
+# abort follows a transaction the target refused, often because a coordinator or leader is
+# moving: a node in controlled shutdown answers nothing until it exits. With 30 s each for the
+# flush and the abort, one node of a rolling restart of the target stalled the copy 36 s after
+# an aborted transaction, nothing logged between the abort and that node's exit. Each of the two
+# has this long: up to 10 s before the replacement.
+ABORT_TIMEOUT_S = 5.0
 
 
 def consumer_config(
@@ -141,7 +150,12 @@ class Deduplicator:
         # The open transaction: states changed, staging offsets consumed, size, record times.
         self._pending: dict[bytes, tuple[int, PartitionState]] = {}
         self._offsets: dict[int, int] = {}
+        # Where each assigned staging partition's committed position is, as this process knows
+        # it without asking the group coordinator (_rewind): the offset of the first record
+        # the consumer returned since the assignment, then each commit's.
+        self._positions: dict[int, int] = {}
         self._in_transaction = False
+        self._commit_sent = False  # commit_transaction called: its outcome may be a commit
         self._began = 0.0
         self._produced = 0
         self._bytes = 0
@@ -153,7 +167,7 @@ class Deduplicator:
         self._hung: list[tuple[Producer, threading.Thread]] = []
         self.consumer = Consumer(consumer_config(settings, self._client_error))
         self.producer = self._new_producer()
-        self._fenced_joins: list[float] = []  # when the consumer was fenced and made anew
+        self._fenced_joins = FencedJoins("staging consumer")
         self.backlog = Backlog(settings.names.staging, metrics.backlog)
 
     def _new_producer(self) -> Producer:
@@ -218,6 +232,7 @@ class Deduplicator:
                 self._beat()
                 self.backlog.update_due(self.consumer, list(self.stores))
                 messages = self.consumer.consume(CONSUME_BATCH, 0)
+                self._note_positions(messages)
                 if not messages:
                     if self._in_transaction:
                         # Nothing more at hand: make what this transaction holds visible now
@@ -226,6 +241,7 @@ class Deduplicator:
                         # one commit makes the next.
                         self._commit_or_recover()
                     messages = consume_ready(self.consumer, CONSUME_BATCH, CONSUME_TIMEOUT_S)
+                    self._note_positions(messages)
                 for message in messages:
                     self._process(message)
                     # Checked per envelope: a batch of envelopes can hold a million records,
@@ -413,7 +429,8 @@ class Deduplicator:
            RETRY_DEADLINE_S, then the transaction aborts. Sent before the flush: its two round
            trips to the coordinator overlap the acknowledgements of the records in flight.
         3. Flush: every record of the transaction is acknowledged; any failure raises and the
-           transaction aborts (no per-record callback: the commit is the acknowledgement).
+           transaction aborts (no per-record callback but the changelog's: the commit is the
+           acknowledgement, and a transaction that fails purges its changelog records too).
         4. Commit the transaction: output, offsets and state become visible at once. A retriable
            error is retried for as long as it lasts (the coordinator answers once the target
            can write again): the outcome is unknown until then, and a guess would break
@@ -465,13 +482,14 @@ class Deduplicator:
                 self.producer.commit_transaction(TXN_TIMEOUT_S)
 
         self._retrying("send_offsets_to_transaction", send_offsets)  # step 2
-        if self.producer.flush(TXN_TIMEOUT_S) != 0 or failures:  # step 3
+        if not self._flushed(failures) or failures:  # step 3
             for failure in failures:  # no abort and retry mends a missing ACL
                 raise_if_refused(failure, "target", self._needs())
             if failures and all(failure.code() in _PURGED for failure in failures):
                 self._raise_if_the_transaction_was_refused()
             reasons = [failure.str() for failure in failures[:3]]
             raise TransactionFailedError(f"transaction records not acknowledged: {reasons}")
+        self._commit_sent = True
         try:  # step 4
             self._retrying("commit_transaction", commit, until_stopped=True)
         except TransactionFailedError as exc:
@@ -484,8 +502,20 @@ class Deduplicator:
             self.stores[partition].commit(states, changelog_offsets[partition])
         self._observe_commit(started, committed_at)
         for partition, offset in self._offsets.items():
+            self._positions[partition] = offset
             self.backlog.committed(partition, offset)
         self._reset_transaction()
+
+    def _flushed(self, failures: list[KafkaError]) -> bool:
+        """Whether every record of the transaction was acknowledged within TXN_TIMEOUT_S; False
+        as soon as one failed. A transaction that turned abortable purges what it holds, but a
+        flush went on waiting for the records in flight to a node shutting down: 29 s after
+        the purge in a rolling restart of the target, for an abort that was certain."""
+        deadline = time.monotonic() + TXN_TIMEOUT_S
+        while self.producer.flush(FLUSH_SLICE_S) != 0:
+            if failures or time.monotonic() >= deadline:
+                return False
+        return True
 
     def _raise_if_the_transaction_was_refused(self) -> None:
         """Records purged with their transaction hide why it failed: a destination this role
@@ -571,18 +601,31 @@ class Deduplicator:
                 # seek): a new consumer starts from the committed offsets, no rewind needed.
                 self._join_again(error)
                 return False
-            self._abort()
+            commit_sent = self._commit_sent
+            # After a commit was sent, an abort that fails makes the outcome unknown, and that
+            # costs an exit: it is given as long as a commit, not ABORT_TIMEOUT_S.
+            if not self._abort(TXN_TIMEOUT_S if commit_sent else ABORT_TIMEOUT_S) and commit_sent:
+                # librdkafka can report a commit whose EndTxn the coordinator may have taken
+                # (a transaction that failed locally meanwhile), and the replacement's
+                # init_transactions then completes it: rewound here, its records would be
+                # written again (invariant 5). A successor restores from the changelog.
+                unknown = f"outcome of the transaction commit unknown: {exc}"
+                raise DeduplicatorError(unknown) from exc
             self._rewind()
             return False
 
-    def _abort(self) -> None:
+    def _abort(self, timeout_s: float = ABORT_TIMEOUT_S) -> bool:
+        """End the open transaction: True if this producer aborted it, False if a new producer
+        replaced it (the abort failed or timed out), whose init_transactions ended it."""
         self.metrics.transactions.labels("aborted").inc()
+        producer = self.producer
         try:
             # Invariant 6: if the abort fails, the producer that replaces ours fences it and
             # ends its transaction on the broker, so nothing of it can become visible.
-            self.producer = abort_or_replace(self.producer, self._new_producer, TXN_TIMEOUT_S)
+            self.producer = abort_or_replace(producer, self._new_producer, timeout_s)
         finally:
             self._reset_transaction()
+        return self.producer is producer
 
     def _replace_hung_producer(self, hung: ClientHungError) -> None:
         """Leave the producer to its hung call and go on with a new one of the same
@@ -640,28 +683,35 @@ class Deduplicator:
         self._timestamps.clear()
         self._written.clear()
         self._in_transaction = False
+        self._commit_sent = False
         self._produced = 0
         self._bytes = 0
 
+    def _note_positions(self, messages: list[Message]) -> None:
+        """Keep the first offset the consumer returned of each partition since its assignment:
+        its committed position, for _rewind. A batch cut short by a rewind leaves records
+        returned but never processed, and they must be read again. Only markers or aborted
+        records can lie between the committed offset and that first record (read_committed),
+        so the two positions read the same."""
+        for message in messages:
+            partition = message.partition()
+            if message.error() is None and partition in self.stores:
+                self._positions.setdefault(partition, message.offset())
+
     def _rewind(self) -> None:
-        """Seek every assigned staging partition back to its committed offset, waiting out a
-        group coordinator that moves meanwhile: the transaction just aborted was often aborted
-        because it moves (on three nodes, a target node shutting down answered "Not
-        coordinator" to the offsets' commit and then to this read, which stopped stage 2)."""
-        assigned = self.consumer.assignment()
-        found: list[TopicPartition] = []
-
-        def committed() -> None:
-            found[:] = self.consumer.committed(assigned, timeout=TXN_TIMEOUT_S)
-            for tp in found:
-                if tp.error is not None:  # read as "never committed" it would rewind to 0
-                    raise KafkaException(tp.error)
-
-        self._retrying("committed offsets", committed, until_stopped=True)
-        for tp in found:
-            offset = tp.offset if tp.offset >= 0 else 0
-            self.consumer.seek(TopicPartition(tp.topic, tp.partition, offset))
-            self.backlog.committed(tp.partition, offset)
+        """Seek every staging partition the consumer returned records of since its assignment
+        back to its committed offset, known here without asking the group coordinator. A
+        rewind follows a transaction that did not commit: one aborted before commit_transaction
+        was called, or aborted by this producer after it, or held by a hung
+        send_offsets_to_transaction, whose transaction the replacement's init_transactions
+        aborts (a hung commit exits; an unknown outcome raises in _commit_or_recover). And this
+        instance alone commits its partitions' offsets (invariant 6), so the group holds what
+        our last commit left there. Asking it instead waited on the coordinator that was
+        moving: a target node in controlled shutdown held the offset fetch 27 s (three nodes,
+        rolling restart). A partition the consumer returned nothing of has nothing to undo."""
+        for partition, offset in self._positions.items():
+            self.consumer.seek(TopicPartition(self.settings.names.staging, partition, offset))
+            self.backlog.committed(partition, offset)
 
     # -- partitions ---------------------------------------------------------------------------
 
@@ -669,6 +719,7 @@ class Deduplicator:
         deadline = time.monotonic() + RESTORE_DEADLINE_S
         with changelog_reader(self.settings) as reader:
             for tp in partitions:
+                self._positions.pop(tp.partition, None)  # read again from the group's commit
                 self.stores[tp.partition] = self._open_store(reader, tp.partition, deadline)
         self.metrics.assigned_partitions.set(len(self.stores))
         log.info("staging partitions assigned", partitions=[tp.partition for tp in partitions])
@@ -692,18 +743,9 @@ class Deduplicator:
         The consumer is fatal for good: abort the open transaction (invariant 6: its offsets
         carry the fenced member id), give up every partition, and join with a new consumer of
         the same group.instance.id, which restores each partition it gets from the changelog.
-        A live twin fences us again and again (and fences our producer): past MAX_FENCED_JOINS
-        within FENCED_JOINS_WINDOW_S, exit as fenced."""
-        now = time.monotonic()
-        self._fenced_joins = [t for t in self._fenced_joins if now - t < FENCED_JOINS_WINDOW_S]
-        self._fenced_joins.append(now)
-        if len(self._fenced_joins) > MAX_FENCED_JOINS:
-            raise KafkaException(KafkaError(KafkaError.FENCED_INSTANCE_ID, fenced.str()))
-        log.warning(
-            "staging consumer fenced as a static member; joining again with a new one",
-            error=fenced.str(),
-            times=len(self._fenced_joins),
-        )
+        A live twin fences us again and again (and fences our producer): then exit as fenced
+        (runtime.fenced_joins)."""
+        self._fenced_joins.count(fenced)
         if self._in_transaction:
             self._abort()
         self._release([TopicPartition(self.settings.names.staging, p) for p in self.stores])
@@ -715,6 +757,7 @@ class Deduplicator:
     def _release(self, partitions: list[TopicPartition]) -> None:
         self.backlog.forget([tp.partition for tp in partitions])
         for tp in partitions:
+            self._positions.pop(tp.partition, None)
             store = self.stores.pop(tp.partition, None)
             if store is not None:
                 store.close()

@@ -39,6 +39,7 @@ from replicator.metrics import ReplicatorMetrics
 from replicator.topics import StagingTopic
 from runtime import (
     ErrorClass,
+    FencedJoins,
     NotAuthorizedError,
     Settings,
     admin_client,
@@ -47,6 +48,7 @@ from runtime import (
     consume_ready,
     get_logger,
     kafka_error_of,
+    member_fenced,
     produce_when_room,
     raise_if_refused,
     refusal,
@@ -113,6 +115,7 @@ class Replicator:
         self.producer = self._new_producer()
         self._subscribed: list[str] = []
         self._abandoning = False
+        self._fenced_joins = FencedJoins("source consumer")
 
     def _new_producer(self) -> Producer:
         return Producer(producer_config(self.settings, self.staging, self._on_producer_error))
@@ -162,7 +165,10 @@ class Replicator:
             if self._refused is not None:
                 raise self._refused
             if self._fatal is not None:
-                raise KafkaException(self._fatal)
+                if not member_fenced(self._fatal):
+                    raise KafkaException(self._fatal)
+                self._join_again(self._fatal)
+                continue
             found = self._discovery_thread.take()  # at once; raises what ended the thread
             if found is not None:
                 self._apply(found)
@@ -346,7 +352,7 @@ class Replicator:
     def _on_consumer_error(self, error: KafkaError) -> None:
         self._refused = self._refused or refusal(error, "source", self._source_reads(None))
         if error.fatal():
-            # E.g. another instance took our static membership: stop, never fight over it.
+            # The loop stops on it, unless our static member was fenced: it joins again then.
             self._fatal = error
         report_client_error(self.metrics, "source", error)
 
@@ -530,6 +536,30 @@ class Replicator:
         consumer.incremental_unassign(partitions)
         log.warning("partitions lost", count=len(partitions))
 
+    def _join_again(self, fenced: KafkaError) -> None:
+        """The group coordinator fenced our static member: most often by our own later join,
+        after a coordinator moved (runtime.member_fenced). The consumer is fatal for good: end
+        both clients as on a fatal error and join with a new consumer of the same
+        group.instance.id. Each partition it gets starts from its committed offset (_on_assign):
+        what was copied since is read again, and stage 2 drops the duplicates. A live twin
+        fences us again and again: then exit as fenced (runtime.fenced_joins)."""
+        self._fenced_joins.count(fenced)
+        self.metrics.session_restarts.labels("fenced").inc()
+        # No commit (a fenced member cannot): invariant 3 needs none, the commit points never
+        # lead the acknowledgements. The released producer's late reports touch no lane.
+        self._abandon()
+        self._abandoning = False  # the new consumer's revokes commit their handover again
+        for lane in self.lanes.values():
+            self._forget_metrics(lane)
+        self.lanes.clear()
+        self.metrics.assigned_partitions.set(0)
+        # What the old clients left (the fenced error, the purged producer's gap) ended with them.
+        self._fatal = self._session_error = None
+        self.consumer = Consumer(consumer_config(self.settings, self._on_consumer_error))
+        self.producer = self._new_producer()
+        topics, self._subscribed = self._subscribed, []
+        self._subscribe(topics)  # the new consumer's own subscription, to the same topics
+
     def _stop(self, lane: Lane, reason: str, detail: str, *, offset: int) -> None:
         """Invariant 7: stop one source partition by policy, and say so."""
         lane.stopped = reason
@@ -553,6 +583,10 @@ class Replicator:
     def _on_message_error(self, message: Message, error: KafkaError) -> None:
         # Before the partition is taken for one with an unreadable record:
         raise_if_refused(error, "source", self._source_reads(message.topic()))
+        if member_fenced(error):
+            # librdkafka gives a consumer's fatal error as a message: for the loop to decide.
+            self._fatal = self._fatal or error
+            return
         if error.code() == KafkaError._AUTO_OFFSET_RESET and message.topic() is not None:
             self._on_data_loss(message.topic(), message.partition())
             return

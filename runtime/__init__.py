@@ -13,6 +13,7 @@ from runtime.errors import (
     NotAuthorizedError,
     RetriableKafkaError,
 )
+from runtime.fenced_joins import FencedJoins
 from runtime.http import Health, HttpServer, HttpServerError, serve_http
 from runtime.kafka_errors import (
     ErrorClass,
@@ -44,6 +45,7 @@ __all__ = [
     "ExactlyError",
     "FatalKafkaError",
     "FencedError",
+    "FencedJoins",
     "GracefulShutdown",
     "Health",
     "HttpServer",

@@ -286,57 +286,6 @@ def test_with_the_defaults_both_stages_sigkilled_at_once_flow_again_within_secon
     _assert_copied_and_stopped(source_cluster, target_cluster, topic, produced, stages)
 
 
-def test_stage_2_fenced_as_a_static_member_joins_again_and_copies_exactly_once(
-    source_cluster, target_cluster, unique_topic, roles, tmp_path
-):
-    """A consumer that joins stage 2's group with stage 2's own group.instance.id fences its
-    member, as stage 2's own later join does after a coordinator moved (three-node tests, two
-    target nodes down): stage 2 makes its consumer anew and goes on, without exiting, and every
-    record arrives exactly once."""
-    topic = unique_topic("fenced")
-    env = _traffic_flow(
-        source_cluster,
-        target_cluster,
-        tmp_path,
-        unique_topic,
-        {topic: 4},
-        REPLICATION_INSTANCE_ID="fenced",
-    )
-    names = FlowNames(env["REPLICATION_FLOW"])
-    with ContinuousProducer(
-        source_cluster.bootstrap_servers, {topic: 4}, records_per_second=300
-    ) as producer:
-        stages = [roles.start("replicator", env), roles.start("deduplicator", env)]
-        stages[1].wait_for_log(r'staging partitions assigned" partitions=\d', timeout_s=60)
-        intruder = Consumer(
-            {
-                "bootstrap.servers": target_cluster.bootstrap_servers,
-                "group.id": names.deduplicator_group,
-                "group.instance.id": names.group_instance_id("deduplicator", "fenced"),
-                "session.timeout.ms": 6000,
-                # It stands for stage 2's own later join, which commits only inside its
-                # transactions: a record its poll returned must not be committed on close (the
-                # full suite once saw it skip a staging envelope, which stage 2 then held as an
-                # orphan for good).
-                "enable.auto.commit": False,
-            }
-        )
-        intruder.subscribe([names.staging])
-        deadline = time.monotonic() + 60
-        while not intruder.assignment():
-            assert time.monotonic() < deadline, "the intruder never joined stage 2's group"
-            intruder.poll(0.2)
-        intruder.close()  # a static member's close does not leave: stage 2 must join again
-        # Fenced, then assigned again: the new consumer restored its partitions and goes on.
-        stages[1].wait_for_log(
-            r'fenced as a static member[\s\S]*staging partitions assigned" partitions=\d',
-            timeout_s=120,
-        )
-        time.sleep(2)
-        produced = producer.stop()
-    _assert_copied_and_stopped(source_cluster, target_cluster, topic, produced, stages)
-
-
 def test_exactly_once_through_a_target_broker_crash(
     source_cluster, target_cluster, unique_topic, roles, tmp_path
 ):
