@@ -29,7 +29,7 @@ SESSION_S = 6.0
 # and a leader or coordinator that loads its log: up to 7.6 s for the offsets of stage 2's group
 # on a just-started JVM here), the node's restart after HOLD_S, and on the target librdkafka's
 # hung send_offsets_to_transaction (#5456, #5511: about one target event in two here), which
-# stage 2 meets with its deadline (8 s) and a new producer whose transaction starts over.
+# stage 2 meets with its deadline (5 s) and a new producer whose transaction starts over.
 FAILOVER_S = SESSION_S + 5 + HOLD_S
 HUNG_PRODUCER_S = 18.0
 # Modest rates: six replicating JVMs, both stages and the producers share two cores here, and
@@ -97,6 +97,7 @@ def run_through(
     verdict. Returns the stalls measured from the fault's start until traffic stops, and the
     watch of the arrivals, to measure other windows. ``deduplicator_env`` adds to stage 2's
     environment (its own METRICS_PORT, to scrape it during the fault)."""
+    began = time.monotonic()
     with (
         ContinuousProducer(
             flow.source.bootstrap_servers,
@@ -119,6 +120,7 @@ def run_through(
             _await_arrivals(watch, stages)
             started = time.monotonic()
             fault()
+            fault_s = time.monotonic() - started
             time.sleep(settle_s)
             stopped = time.monotonic()
             produced = producer.stop() + transactional.stop()
@@ -142,7 +144,7 @@ def run_through(
         f"{label}: whole destination stalled {stall.whole_s:.1f} s, "
         f"partition {partition} {stall.partition_s:.1f} s ({produced} records, exactly once"
         + (f"; stage 2 replaced {replaced} hung producer(s)" if replaced else "")
-        + ")"
+        + f"; the fault took {fault_s:.0f} s of the flow's {time.monotonic() - began:.0f} s)"
     )
     return stall, watch
 
