@@ -335,13 +335,19 @@ class BrokerReach:
                     return
 
 
-def _fail_text(record: logging.LogRecord) -> str | None:
-    """The text of a librdkafka FAIL line, as confluent_kafka logs one:
-    ``logger.log(level, "%s [%s] %s", facility, client name, text)``."""
+def librdkafka_line(record: logging.LogRecord) -> tuple[str, str] | None:
+    """The facility and text of a librdkafka line, as confluent_kafka logs one:
+    ``logger.log(level, "%s [%s] %s", facility, client name, text)``; None for any other."""
     args = record.args
     if record.msg != "%s [%s] %s" or not isinstance(args, tuple) or len(args) != 3:
         return None
-    return str(args[2]) if args[0] == "FAIL" else None
+    return str(args[0]), str(args[2])
+
+
+def _fail_text(record: logging.LogRecord) -> str | None:
+    """The text of a librdkafka FAIL line."""
+    line = librdkafka_line(record)
+    return line[1] if line is not None and line[0] == "FAIL" else None
 
 
 def _say(lines: list[_Line]) -> None:

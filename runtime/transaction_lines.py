@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import logging
 
+from runtime.broker_reach import librdkafka_line
+
 # Facilities of transactional failures the roles handle whatever the error.
 _HANDLED_FACILITIES = frozenset({"TXNERR", "ADDOFFSETS"})
 # A fatal error that is the fencing stage 2 causes itself, or reports as a twin.
@@ -26,10 +28,10 @@ _FENCED = "fenced by a newer instance"
 
 def demote_handled_transaction_lines(record: logging.LogRecord) -> bool:
     """A filter of ``LIBRDKAFKA_LOG``: lowers the lines above to WARNING; passes every line."""
-    args = record.args
-    if record.msg != "%s [%s] %s" or not isinstance(args, tuple) or len(args) != 3:
-        return True  # not a librdkafka line as confluent_kafka logs one
-    facility, text = args[0], str(args[2])
+    line = librdkafka_line(record)
+    if line is None:
+        return True
+    facility, text = line
     handled = facility in _HANDLED_FACILITIES or (facility == "FATAL" and _FENCED in text)
     if handled and record.levelno > logging.WARNING:
         record.levelno, record.levelname = logging.WARNING, logging.getLevelName(logging.WARNING)

@@ -118,6 +118,12 @@ def start_backends(kind: str, base_dir: Path) -> dict[str, KafkaBackend]:
     )
 
 
+def source_kafka_version() -> str:
+    """The Kafka version of the source clusters localkafka makes for the tests: ours, or
+    SOURCE_VERSION_VARIABLE's."""
+    return os.environ.get(SOURCE_VERSION_VARIABLE) or KAFKA_VERSION
+
+
 def _external(name: str) -> KafkaBackend:
     bootstrap = os.environ[EXTERNAL_VARIABLES[name]]
     metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=30)
@@ -127,7 +133,7 @@ def _external(name: str) -> KafkaBackend:
 def _localkafka(base_dir: Path) -> dict[str, KafkaBackend]:
     # Secured listeners beside PLAINTEXT, whose principal (ANONYMOUS) is a super-user: the
     # tests of secured flows use the former, every other test the latter, on the same JVMs.
-    versions = {"source": os.environ.get(SOURCE_VERSION_VARIABLE) or KAFKA_VERSION}
+    versions = {"source": source_kafka_version()}
     clusters = [
         LocalCluster.create(
             base_dir / name,

@@ -5,7 +5,6 @@ JVMs beside the roles on two cores)."""
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,8 +12,8 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 from exactly.chaos.network import Toxiproxy, ensure_toxiproxy
-from localkafka import KAFKA_VERSION, ClusterStateError, LocalCluster, ensure_kafka, start_all
-from tests.backends import SOURCE_VERSION_VARIABLE
+from localkafka import ClusterStateError, LocalCluster, ensure_kafka, start_all
+from tests.backends import source_kafka_version
 from tests.nodes.flow import ROLES_LISTENER
 
 _NODES_DIR = Path(__file__).parent
@@ -33,13 +32,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def three_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, LocalCluster]]:
     base = tmp_path_factory.mktemp("three-nodes", numbered=False)
     # The source may run an older Kafka (KRaft: 3.3 or later), as the cluster a user migrates
-    # from often does; the target runs ours.
-    source_version = os.environ.get(SOURCE_VERSION_VARIABLE) or KAFKA_VERSION
-    # Each node also has a listener the roles may reach it through toxiproxy on (test_cut.py).
+    # from often does; the target runs ours. Each node also has a listener the roles may reach
+    # it through toxiproxy on (test_cut.py).
     source = LocalCluster.create(
         base / "source",
         "source",
-        ensure_kafka(source_version),
+        ensure_kafka(source_kafka_version()),
         nodes=3,
         proxied=[ROLES_LISTENER],
     )
