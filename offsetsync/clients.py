@@ -7,7 +7,8 @@ therefore replaces all of them after a run of failed cycles.
 
 The groups of each cluster are asked through an admin client of their own, which ClusterGroups
 replaces by itself whenever a request to a group's coordinator goes unanswered (librdkafka
-#4605: offsetsync.groups).
+#4605: offsetsync.admin_session), and their offsets are fetched by a process of their own, which
+a moving coordinator may crash (librdkafka #5040: offsetsync.offset_fetch).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from confluent_kafka.admin import AdminClient
 
 from offsetsync.groups import ClusterGroups
 from offsetsync.metrics import OffsetSyncMetrics
+from offsetsync.offset_fetch import LogSetup, OffsetFetchProcess
 from offsetsync.reading import ClusterReader
 from runtime import ClusterSettings, Settings, admin_client
 
@@ -45,9 +47,12 @@ class SyncClients:
     def close(self) -> None:
         self.source_reader.close()
         self.destination_reader.close()
+        self.source_groups.close()
+        self.target_groups.close()
 
 
 def connect(settings: Settings, metrics: OffsetSyncMetrics) -> SyncClients:
+    logs = LogSetup(settings.log_level, "offsetsync", json=settings.log_format == "json")
     source_admin, target_admin = (
         admin_client(
             cluster,
@@ -58,14 +63,8 @@ def connect(settings: Settings, metrics: OffsetSyncMetrics) -> SyncClients:
     return SyncClients(
         source_admin,
         target_admin,
-        ClusterGroups(
-            _admin_maker(settings.source, stats_cb=metrics.request_counter("source")),
-            settings.source.client_config(),
-        ),
-        ClusterGroups(
-            _admin_maker(settings.destination, stats_cb=metrics.request_counter("target")),
-            settings.destination.client_config(),
-        ),
+        _groups(settings.source, metrics.request_counter("source"), logs),
+        _groups(settings.destination, metrics.request_counter("target"), logs),
         ClusterReader(
             settings.source.client_config(),
             source_admin,
@@ -79,6 +78,15 @@ def connect(settings: Settings, metrics: OffsetSyncMetrics) -> SyncClients:
             stats_cb=metrics.request_counter("target"),
         ),
     )
+
+
+def _groups(
+    cluster: ClusterSettings, stats_cb: Callable[[str], None], logs: LogSetup
+) -> ClusterGroups:
+    # The fetching process's requests are not in the requests metric: its statistics stay in
+    # that process.
+    fetch = OffsetFetchProcess(cluster.client_config(), logs)
+    return ClusterGroups(_admin_maker(cluster, stats_cb=stats_cb), cluster.client_config(), fetch)
 
 
 def _admin_maker(

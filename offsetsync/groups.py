@@ -3,11 +3,8 @@ offsets (and which of them the cluster could not tell this cycle), and committin
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Collection, Iterable, Mapping
-from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any
 
 from confluent_kafka import (
     Consumer,
@@ -19,6 +16,8 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient
 
+from offsetsync.admin_session import COORDINATOR_REQUEST_TIMEOUT_S, TIMEOUT_S, AdminSession
+from offsetsync.offset_fetch import Committed, GroupOffsetFetch, OffsetFetchProcess
 from offsetsync.reading import Key
 from runtime import (
     LIBRDKAFKA_LOG,
@@ -33,20 +32,7 @@ from runtime import (
 
 log = get_logger("offsetsync")
 
-# Group requests on a healthy cluster take milliseconds; a cycle stuck on one fails soon, and
-# failed cycles in a row make the clients anew (offsetsync.clients).
-_TIMEOUT_S = 10.0
-# The request timeout librdkafka is given for a request to a group's coordinator: its maximum,
-# so that it never times one out itself; _TIMEOUT_S is our own deadline (_answers). librdkafka
-# 2.16 aborts the process (rd_kafka_enq_once_del_source_return: Assertion `eonce->refcnt > 0',
-# librdkafka #4605, open) when such a request times out while it is still looking for the
-# coordinator (FindCoordinator unanswered or not yet possible, the coordinator's connection
-# down) and the coordinator turns up later in the same client: the lookup then goes on through
-# a reference the timeout freed. Reproduced here whenever the coordinator came back while the
-# client lived: a broker frozen for 3 s (1 s timeout), a coordinator node SIGKILLed on three
-# nodes (10 s), a broker restarted (5 s).
-_COORDINATOR_REQUEST_TIMEOUT_S = 3600.0
-# The key of the listing among _answers' requests (every other key is a group).
+# The key of the listing among AdminSession.answers' requests (every other key is a group).
 _LISTING = "(the group listing)"
 # Groups without members. Any other state (stable, rebalancing, assigning, reconciling; classic
 # or KIP-848 groups alike) has members whose position we must not move.
@@ -80,20 +66,27 @@ class GroupOffsets:
 
 
 class ClusterGroups:
-    """The groups of one cluster, asked through an admin client of its own (``new_admin`` makes
-    one): one whose request to a group's coordinator went unanswered is replaced at once
-    (``_answers``), and only the one replaced may hold such a request."""
+    """The groups of one cluster: listed and committed through an admin client of its own
+    (AdminSession: one whose coordinator request went unanswered is replaced at once), their
+    offsets fetched by a process of its own (``fetch``: offsetsync.offset_fetch)."""
 
     def __init__(
-        self, new_admin: Callable[[], AdminClient], client_config: Mapping[str, str]
+        self,
+        new_admin: Callable[[], AdminClient],
+        client_config: Mapping[str, str],
+        fetch: OffsetFetchProcess | GroupOffsetFetch,
     ) -> None:
-        self._new_admin = new_admin
-        self._admin = new_admin()
+        self._session = AdminSession(new_admin)
         self._client_config = client_config
+        self._fetch = fetch
 
     def serve_callbacks(self) -> None:
         """Deliver its admin client's queued statistics (its requests metric)."""
-        self._admin.poll(0)
+        self._session.admin.poll(0)
+
+    def close(self) -> None:
+        if isinstance(self._fetch, OffsetFetchProcess):
+            self._fetch.close()
 
     def states(self) -> dict[str, ConsumerGroupState]:
         """Every group the cluster lists, with its state: one request per broker.
@@ -101,16 +94,16 @@ class ClusterGroups:
         A listing can leave out a group that exists, with no error: a group whose coordinator
         is loading or moving between brokers. Absent from it is not "no offsets"
         (``committed_unlisted``)."""
-        # Our own deadline as for the coordinator requests (_answers): a listing whose broker
-        # left the cluster while it waited was never answered nor timed out by librdkafka (three
-        # nodes, a target node SIGKILLed: offset sync stood still for minutes, silent), while its
-        # own timeout answers first in every other case.
-        future = self._admin.list_consumer_groups(request_timeout=_TIMEOUT_S - 2)
-        listing = self._answers({_LISTING: future})[_LISTING]
+        # Our own deadline as for the coordinator requests: a listing whose broker left the
+        # cluster while it waited was never answered nor timed out by librdkafka (three nodes,
+        # a target node SIGKILLed: offset sync stood still for minutes, silent), while its own
+        # timeout answers first in every other case.
+        future = self._session.admin.list_consumer_groups(request_timeout=TIMEOUT_S - 2)
+        listing = self._session.answers({_LISTING: future})[_LISTING]
         if isinstance(listing, TimeoutError):
             raise KafkaException(
                 KafkaError(
-                    KafkaError._TIMED_OUT, f"group listing not answered in {_TIMEOUT_S:.0f} s"
+                    KafkaError._TIMED_OUT, f"group listing not answered in {TIMEOUT_S:.0f} s"
                 )
             )
         if isinstance(listing, KafkaException):
@@ -126,29 +119,13 @@ class ClusterGroups:
         in flight is not an offset yet, and its partitions are ``unknown``. A group whose fetch
         failed is left out: its offsets are unknown this cycle.
 
-        Pass only groups that ``states()`` listed. librdkafka's admin client crashes the process
-        (SIGSEGV, librdkafka #5040, open) when an offset fetch is answered NOT_COORDINATOR: it
-        asks a consumer-group handler the admin client does not have to find the coordinator
-        again. A group the cluster has never seen is the common trigger (its coordinator is
-        still loading); a coordinator moving between brokers is the other, and then the
-        process dies and restarts: nothing is committed from a cycle that did not finish.
-        """
-        futures = {
-            group: self._admin.list_consumer_group_offsets(
-                [ConsumerGroupTopicPartitions(group)],
-                require_stable=True,
-                request_timeout=_COORDINATOR_REQUEST_TIMEOUT_S,
-            )[group]
-            for group in groups
-        }
+        Pass only groups that ``states()`` listed: a group the cluster has never seen is
+        answered NOT_COORDINATOR while its coordinator loads, which costs the fetching process
+        (offsetsync.offset_fetch) every time."""
         offsets = {}
-        for group, answer in self._answers(futures).items():
+        for group, answer in self._fetch.fetch(groups).items():
             if isinstance(answer, TimeoutError):
-                log.info(
-                    "group offsets not fetched this cycle",
-                    group=group,
-                    error=f"no answer in {_TIMEOUT_S:.0f} s",
-                )
+                log.info("group offsets not fetched this cycle", group=group, error=str(answer))
                 continue
             if isinstance(answer, KafkaException):
                 # One group's fetch failing (a transactional commit of it pending, its
@@ -157,7 +134,7 @@ class ClusterGroups:
                     raise answer
                 log.info("group offsets not fetched this cycle", group=group, error=str(answer))
                 continue
-            offsets[group] = _group_offsets(group, answer.topic_partitions)
+            offsets[group] = _group_offsets(group, answer)
         return offsets
 
     def committed_unlisted(self, group: str, partitions: Collection[Key]) -> GroupOffsets:
@@ -183,8 +160,8 @@ class ClusterGroups:
                 # NOT_COORDINATOR is raised, not crashed on, here: on a cluster that has never
                 # seen a group, the first answers while __consumer_offsets is made and loaded.
                 found = call_retrying(
-                    lambda: consumer.committed(wanted, timeout=_TIMEOUT_S),
-                    deadline_s=_TIMEOUT_S,
+                    lambda: consumer.committed(wanted, timeout=TIMEOUT_S),
+                    deadline_s=TIMEOUT_S,
                 )
         except RetriableKafkaError as exc:
             # A transaction holding offsets of the group open, or its coordinator away: librdkafka
@@ -193,7 +170,7 @@ class ClusterGroups:
             return GroupOffsets({}, frozenset(partitions))
         finally:
             consumer.close()
-        return _group_offsets(group, found)
+        return _group_offsets(group, [Committed.of(tp) for tp in found])
 
     def commit(
         self, offsets: Mapping[str, Mapping[Key, int]], metadata: str
@@ -201,7 +178,7 @@ class ClusterGroups:
         """Commit each group's offsets, each with ``metadata``; the outcome per partition
         (None: committed)."""
         futures = {
-            group: self._admin.alter_consumer_group_offsets(
+            group: self._session.admin.alter_consumer_group_offsets(
                 [
                     ConsumerGroupTopicPartitions(
                         group,
@@ -211,17 +188,17 @@ class ClusterGroups:
                         ],
                     )
                 ],
-                request_timeout=_COORDINATOR_REQUEST_TIMEOUT_S,
+                request_timeout=COORDINATOR_REQUEST_TIMEOUT_S,
             )[group]
             for group, moves in offsets.items()
         }
         outcomes: dict[str, dict[Key, KafkaError | None]] = {}
-        for group, answer in self._answers(futures).items():
+        for group, answer in self._session.answers(futures).items():
             if isinstance(answer, TimeoutError):
                 # Not committed by us: the admin client that held the request is gone, and the
                 # request with it unless it had reached the broker already (as any timeout).
                 unanswered = KafkaError(
-                    KafkaError._TIMED_OUT, f"offset commit not answered in {_TIMEOUT_S:.0f} s"
+                    KafkaError._TIMED_OUT, f"offset commit not answered in {TIMEOUT_S:.0f} s"
                 )
                 outcomes[group] = dict.fromkeys(offsets[group], unanswered)
             elif isinstance(answer, KafkaException):
@@ -232,36 +209,8 @@ class ClusterGroups:
                 }
         return outcomes
 
-    def _answers(self, futures: Mapping[str, Future[Any]]) -> dict[str, Any]:
-        """Each coordinator request's result, the KafkaException it failed with, or a
-        TimeoutError if it went unanswered for _TIMEOUT_S (one deadline for all of them).
 
-        An unanswered request stays in its admin client: librdkafka never times it out itself
-        (_COORDINATOR_REQUEST_TIMEOUT_S), since a request it timed out while it was still
-        looking for the coordinator aborts the process once the coordinator turns up. The
-        client is replaced instead; destroying it fails such a request without sending it
-        (librdkafka's own clean-up, which is safe)."""
-        deadline = time.monotonic() + _TIMEOUT_S
-        answers: dict[str, Any] = {}
-        try:
-            for group, future in futures.items():
-                try:
-                    answers[group] = future.result(timeout=max(0.0, deadline - time.monotonic()))
-                except (KafkaException, TimeoutError) as exc:
-                    answers[group] = exc
-        finally:
-            unanswered = sum(not future.done() for future in futures.values())
-            if unanswered:
-                log.warning(
-                    "group requests unanswered: their admin client is made anew",
-                    unanswered=unanswered,
-                    timeout_s=_TIMEOUT_S,
-                )
-                self._admin = self._new_admin()
-        return answers
-
-
-def _group_offsets(group: str, found: Iterable[TopicPartition]) -> GroupOffsets:
+def _group_offsets(group: str, found: Iterable[Committed]) -> GroupOffsets:
     offsets, unknown, translated, errors = {}, set(), set(), set()
     for tp in found:
         key = (tp.topic, tp.partition)
@@ -272,7 +221,7 @@ def _group_offsets(group: str, found: Iterable[TopicPartition]) -> GroupOffsets:
             # commits offsets of this group is open (seen here on Kafka 4.3.1 with
             # require_stable). Dropping the partition would make it look as if it had none.
             unknown.add(key)
-            errors.add(tp.error.str())
+            errors.add(tp.error)
         elif tp.offset >= 0:
             offsets[key] = tp.offset
     if unknown:

@@ -99,8 +99,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
         # Before the fixture stops them: what each role was doing when the test gave up.
         roles.dump_stacks()
         for process in roles.started:
-            ended = "" if process.is_running() else f" (exited {process.returncode})"
-            report.sections.append((f"role log: {process.name}{ended}", process.log_tail(80)))
+            report.sections.append(
+                (f"role log: {process.name}{roles.ended(process)}", process.log_tail(80))
+            )
     if report.failed and _CLUSTER_FIXTURES & set(getattr(item, "fixturenames", ())):
         clusters = item.funcargs.get("kafka_clusters") or {}
         for name in ("source_cluster", "target_cluster"):

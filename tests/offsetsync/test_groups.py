@@ -1,8 +1,8 @@
 """Offset sync's requests to a group's coordinator (its offsets read and committed) and
 librdkafka #4605: librdkafka 2.16 aborts the process when it times such a request out while it
 is still looking for the coordinator, and the coordinator turns up later in the same client.
-ClusterGroups never lets librdkafka time one out: it waits by its own deadline and replaces the
-admin client that holds an unanswered one."""
+Neither ClusterGroups nor the offset fetch lets librdkafka time one out: each waits by its own
+deadline and replaces the admin client that holds an unanswered one (AdminSession)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -25,8 +26,10 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, ListConsumerGroupsResult
 
-import offsetsync.groups
+import offsetsync.admin_session
+from offsetsync.admin_session import COORDINATOR_REQUEST_TIMEOUT_S
 from offsetsync.groups import ClusterGroups
+from offsetsync.offset_fetch import GroupOffsetFetch
 from tests.kafka_helpers import create_topic
 from tests.offsetsync.groups import commit_offsets
 
@@ -73,38 +76,51 @@ class _Admin:
         return future
 
 
-def _groups(*admins: _Admin) -> tuple[ClusterGroups, list[_Admin]]:
-    """ClusterGroups whose admin clients are ``admins``, in the order it makes them."""
+def _maker(*admins: _Admin) -> tuple[Callable[[], _Admin], list[_Admin]]:
+    """Makes ``admins`` one after another; the list of those made so far."""
     queue, made = list(admins), []
 
     def new_admin() -> _Admin:
         made.append(queue.pop(0))
         return made[-1]
 
-    return ClusterGroups(new_admin, {}), made
+    return new_admin, made
+
+
+def _groups(*admins: _Admin) -> tuple[ClusterGroups, list[_Admin]]:
+    """ClusterGroups whose admin clients are ``admins``, in the order it makes them."""
+    new_admin, made = _maker(*admins)
+    return ClusterGroups(new_admin, {}, GroupOffsetFetch(lambda: _Admin(set()))), made
+
+
+def _fetched(*admins: _Admin) -> tuple[ClusterGroups, list[_Admin]]:
+    """ClusterGroups whose offset fetch (as its process runs it) uses ``admins`` in turn."""
+    new_admin, made = _maker(*admins)
+    return ClusterGroups(lambda: _Admin(set()), {}, GroupOffsetFetch(new_admin)), made
 
 
 def test_librdkafka_never_times_out_a_request_to_a_coordinator():
-    admin = _Admin({"g1"})
-    groups, made = _groups(admin)
+    admin, fetching = _Admin({"g1"}), _Admin({"g1"})
+    new_admin, made = _maker(admin)
+    groups = ClusterGroups(new_admin, {}, GroupOffsetFetch(lambda: fetching))
     assert groups.committed(["g1"])["g1"].offsets == {("t", 0): 5}
     assert groups.commit({"g1": {("t", 0): 6}}, "m") == {"g1": {("t", 0): None}}
-    assert admin.timeouts == [offsetsync.groups._COORDINATOR_REQUEST_TIMEOUT_S] * 2
+    assert admin.timeouts == fetching.timeouts == [COORDINATOR_REQUEST_TIMEOUT_S]
     assert made == [admin]  # all answered: the same client goes on
     # A timeout librdkafka takes (3600 s is its maximum).
     real = AdminClient({"bootstrap.servers": "127.0.0.1:9", "logger": _SILENT})
     real.list_consumer_group_offsets(
         [ConsumerGroupTopicPartitions("g1")],
-        request_timeout=offsetsync.groups._COORDINATOR_REQUEST_TIMEOUT_S,
+        request_timeout=COORDINATOR_REQUEST_TIMEOUT_S,
     )
 
 
 def test_an_unanswered_fetch_leaves_its_group_out_and_the_admin_client_is_made_anew(
     monkeypatch,
 ):
-    monkeypatch.setattr(offsetsync.groups, "_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(offsetsync.admin_session, "TIMEOUT_S", 0.2)
     first, second = _Admin({"g1"}), _Admin({"g1", "g2"})
-    groups, made = _groups(first, second)
+    groups, made = _fetched(first, second)
     started = time.monotonic()
     found = groups.committed(["g1", "g2", "g3"])
     # One deadline for the cycle's requests, not one each.
@@ -118,7 +134,7 @@ def test_an_unanswered_fetch_leaves_its_group_out_and_the_admin_client_is_made_a
 
 
 def test_an_unanswered_commit_is_timed_out_on_each_of_its_partitions(monkeypatch):
-    monkeypatch.setattr(offsetsync.groups, "_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(offsetsync.admin_session, "TIMEOUT_S", 0.2)
     first, second = _Admin({"g1"}), _Admin(set())
     groups, made = _groups(first, second)
     outcomes = groups.commit({"g1": {("t", 0): 6}, "g2": {("t", 0): 6, ("t", 1): 9}}, "m")
@@ -132,7 +148,7 @@ def test_an_unanswered_commit_is_timed_out_on_each_of_its_partitions(monkeypatch
 
 def test_an_unanswered_listing_fails_the_cycle_and_the_admin_client_is_made_anew(monkeypatch):
     # Seen on three nodes: offset sync's cycle blocked on the listing for minutes, silent.
-    monkeypatch.setattr(offsetsync.groups, "_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(offsetsync.admin_session, "TIMEOUT_S", 0.2)
     first, second = _Admin(set()), _Admin({"(listing)"})
     groups, made = _groups(first, second)
     with pytest.raises(KafkaException) as failed:

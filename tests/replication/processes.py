@@ -91,6 +91,11 @@ class RoleProcesses:
         for process in self.started:
             process.kill()
 
+    @staticmethod
+    def ended(process: RoleProcess) -> str:
+        """' (exited N)' for a role that is no longer running, else nothing."""
+        return "" if process.is_running() else f" (exited {process.returncode})"
+
     def dump_stacks(self) -> None:
         """Have every role still running print its threads' Python stacks to its log (SIGUSR1,
         runtime/role.py): a test that failed on a role standing still shows where it waits."""
@@ -111,10 +116,12 @@ def role_processes(log_dir: Path) -> Iterator[RoleProcesses]:
     try:
         yield processes
     except BaseException:
-        # A failed assertion often names only what is missing: the roles' own words say why.
-        # Printed, pytest shows it with the failure.
+        # A failed assertion often names only what is missing: the roles' own words say why,
+        # and where each one still running waits. Printed, pytest shows it with the failure.
+        processes.dump_stacks()
         for process in processes.started:
-            print(process.log_tail(60))
+            print(f"--- {process.name}{processes.ended(process)}")
+            print(process.log_tail(80))
         raise
     finally:
         processes.kill_all()
