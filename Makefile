@@ -7,7 +7,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: install demo test test-slow test-nodes test-old-source chaos unit lint toxiproxy bench-envelope bench-replicator bench-pipeline bench-profile bench-commit bench-validate bench-offsetsync bench-tls bench-memory bench-active-active bench-replication bench-rolling test-images images-tools kafka-jars spark-connector merge-jar kustomize promtool clean
+.PHONY: install demo test test-slow test-nodes test-nodes-core test-old-source chaos unit lint toxiproxy bench-envelope bench-replicator bench-pipeline bench-profile bench-commit bench-validate bench-offsetsync bench-tls bench-memory bench-active-active bench-replication bench-rolling test-images images-tools kafka-jars spark-connector merge-jar kustomize promtool clean
 
 install: $(VENV)/.installed kafka-jars spark-connector merge-jar kustomize promtool
 
@@ -93,6 +93,14 @@ test-slow: install toxiproxy
 # end (31 to 36 minutes here).
 test-nodes: install toxiproxy
 	$(BIN)/pytest -m nodes tests/nodes --durations=10 $(PYTEST_ARGS)
+
+# The three-node scenarios CI runs (about 13 minutes here): a node SIGKILLed for each thing it
+# leads or coordinates, every leader of the flow moved, offset sync while its groups'
+# coordinators move. The rolling restarts, the cut-off node and the two nodes down stay in
+# test-nodes: their stalls on the target are not yet within their bounds every run (issue 31).
+test-nodes-core: install toxiproxy
+	$(BIN)/pytest -m nodes --durations=10 tests/nodes/test_failover.py tests/nodes/test_leaders.py \
+		tests/nodes/test_offsetsync.py $(PYTEST_ARGS)
 
 # Issue 32: the product's two images built from the Dockerfile and run under a Docker engine
 # against the suite's local clusters, the validator's image auditing what they copied, and
