@@ -21,7 +21,7 @@ $(VENV)/.installed: pyproject.toml $(wildcard */__init__.py)
 kafka-jars: $(VENV)/.installed
 	$(BIN)/exactly kafka install
 
-# Spark's Ivy resolver cannot download here but reads ~/.m2 first (DESIGN.md §9): put the
+# Spark's Ivy resolver cannot download here but reads ~/.m2 first (docs/design.md §9): put the
 # connector and every jar it needs there now, not on every Spark run.
 spark-connector:
 	mvn --batch-mode --quiet -f deps/spark-kafka-connector.xml dependency:resolve

@@ -549,7 +549,7 @@ class FreshRecords:
     """When records produced after a moment first become visible on the destination, seen by a
     read_committed reader of the destination's tail in a thread of its own.
 
-    DESIGN.md §10's "flowing again": the first record produced after the kill (its CreateTime,
+    docs/design.md §10's "flowing again": the first record produced after the kill (its CreateTime,
     stamped by the paced producer) that a read_committed reader sees. Not offsets moving, which
     an abort moves too, and not the backlog a reader behind the kill still reads: a record
     produced before the kill counts for nothing, however late it arrives.

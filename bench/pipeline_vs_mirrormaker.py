@@ -727,8 +727,8 @@ def report_recovery(results: list[Recovery], rate: float) -> None:
     print(
         f"\nrecovery while producing {rate:,.0f} records/s, each victim SIGKILLed and restarted at "
         "once: visible after = kill to the first record produced after the kill seen by a "
-        "read_committed reader of the destination's tail (DESIGN.md §10: records flowing again); "
-        "full speed = the first second after the kill's dip in which the destination "
+        "read_committed reader of the destination's tail (docs/design.md §10: records flowing "
+        "again); full speed = the first second after the kill's dip in which the destination "
         "gained >= 90 % of the produce rate; caught up = after the largest lag, records produced "
         "but not yet visible back to <= 2x the lag before the kill + 0.1 s of production "
         "(samples every 0.1 s):"

@@ -110,7 +110,7 @@ def _baseline(
         }
     )
     # No delivery callback per record: the cheapest loop there is (a callback per record costs
-    # 40-55 % more, DESIGN.md §10); delivery is checked once at the end instead.
+    # 40-55 % more, docs/design.md §10); delivery is checked once at the end instead.
     producer = Producer({"bootstrap.servers": target, **_producer_settings()})
     consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
     started, cpu_started = time.monotonic(), time.process_time()

@@ -13,7 +13,7 @@ class StateStoreError(DeduplicatorError):
     """The local state store is unusable or was asked to do something impossible.
 
     An unusable store is only a lost cache: delete its directory and restore it from the
-    changelog topic from the beginning (DESIGN.md §3).
+    changelog topic from the beginning (docs/design.md §3).
     """
 
 

@@ -1,4 +1,4 @@
-"""Reading a staging partition's changelog tail back into RocksDB (DESIGN.md §3: the changelog
+"""Reading a staging partition's changelog tail back into RocksDB (docs/design.md §3: the changelog
 is the truth, RocksDB a cache of a prefix of it)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The local RocksDB copy of one staging partition's dedup state (DESIGN.md §3, invariant 5).
+"""The local RocksDB copy of one staging partition's dedup state (docs/design.md §3, invariant 5).
 
 Kafka is the truth: the compacted changelog topic, co-partitioned with staging and written in the
 deduplicator's transaction. This store is a rebuildable cache of one changelog partition. Every

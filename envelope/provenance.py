@@ -1,4 +1,4 @@
-"""The provenance header stage 2 adds to every destination record (DESIGN.md §3): the origin
+"""The provenance header stage 2 adds to every destination record (docs/design.md §3): the origin
 cluster, partition and offset, for exact offset translation, loop prevention and validation."""
 
 from __future__ import annotations

@@ -1,1 +1,1 @@
-"""The `exactly` command line: one command, a subcommand per role and tool (DESIGN.md §8)."""
+"""The `exactly` command line: one command, a subcommand per role and tool (docs/design.md §8)."""

@@ -18,7 +18,7 @@ def config() -> None:
     try:
         settings = load_settings(os.environ)
     except ConfigError as exc:
-        # One line naming the variable, exit 2, no traceback (DESIGN.md §7).
+        # One line naming the variable, exit 2, no traceback (docs/design.md §7).
         click.echo(f"exactly: configuration error: {exc}", err=True)
         sys.exit(CONFIG_ERROR_EXIT_STATUS)
     click.echo(render_config(settings).rstrip("\n"))

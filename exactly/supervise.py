@@ -1,5 +1,5 @@
 """Supervised child processes of one process: `exactly run`, every role of one flow, the seed's
-single `docker run` (DESIGN.md §7); and `exactly replicator` / `exactly deduplicator` with
+single `docker run` (docs/design.md §7); and `exactly replicator` / `exactly deduplicator` with
 REPLICATION_WORKERS above 1, that many processes of one stage, so that one container uses more
 than the one core a Python process can.
 

@@ -3,7 +3,7 @@ transaction coordinator is loaded.
 
 Both matter: right after start a broker answers metadata while `__transaction_state` is still
 being created or loaded, and the first `init_transactions()` then fails with "coordinator load in
-progress" (DESIGN.md §9). Waiting for a real `init_transactions()` to succeed is the only check
+progress" (docs/design.md §9). Waiting for a real `init_transactions()` to succeed is the only check
 that cannot be fooled. The same check serves local processes and containers alike.
 """
 

@@ -1,1 +1,1 @@
-"""Consumer-group offsets from the source to the target (DESIGN.md §5, issue 7)."""
+"""Consumer-group offsets from the source to the target (docs/design.md §5, issue 7)."""

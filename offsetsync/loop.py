@@ -1,6 +1,6 @@
-"""The sync cycle (DESIGN.md §5): every interval, each selected source group's committed offsets
-on replicated partitions are translated and committed to the group of the same name on the
-target, when that group has no members there, and only forward.
+"""The sync cycle (docs/design.md §5): every interval, each selected source group's committed
+offsets on replicated partitions are translated and committed to the group of the same name on
+the target, when that group has no members there, and only forward.
 
 Invariants a cycle keeps:
 - A group with members on the target is never moved: it is skipped (and checkpointed), and the

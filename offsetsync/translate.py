@@ -1,4 +1,4 @@
-"""Committed source offsets to destination offsets (DESIGN.md §5): by timestamp, made exact by
+"""Committed source offsets to destination offsets (docs/design.md §5): by timestamp, made exact by
 the provenance header, for a whole sync cycle at once.
 
 For a group that committed offset ``c`` on a source partition, the answer is the destination

@@ -1,1 +1,2 @@
-"""Stage 1: source topics into staging envelopes, at-least-once and gap-free (DESIGN.md §4, 1-3)."""
+"""Stage 1: source topics into staging envelopes, at-least-once and gap-free (docs/design.md §4,
+invariants 1-3)."""

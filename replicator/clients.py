@@ -1,4 +1,4 @@
-"""Stage 1's two Kafka clients, configured for its invariants (DESIGN.md §4), and how their
+"""Stage 1's two Kafka clients, configured for its invariants (docs/design.md §4), and how their
 errors are reported."""
 
 from __future__ import annotations

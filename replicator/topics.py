@@ -3,7 +3,7 @@ recorded lane mapping, and the destination topics stage 2 will write.
 
 Destination topics get the source's partition count (records keep their partition number) and
 the configs that decide what survives on the destination: retention and compaction first, or
-replicated history disappears (DESIGN.md §9: old timestamps vanish under a default retention).
+replicated history disappears (docs/design.md §9: old timestamps vanish under a default retention).
 """
 
 from __future__ import annotations

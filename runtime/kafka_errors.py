@@ -50,9 +50,9 @@ _FENCING_CODES = frozenset(
 )
 
 # Not flagged retriable by librdkafka in every path, but transient in practice: a broker
-# restarting or electing leaders, a coordinator moving or loading its log (DESIGN §9: the first
-# init_transactions() after a start answers "coordinator load in progress"), a transaction of
-# our previous incarnation still completing. Waiting and calling again is the cure.
+# restarting or electing leaders, a coordinator moving or loading its log (docs/design.md §9:
+# the first init_transactions() after a start answers "coordinator load in progress"), a
+# transaction of our previous incarnation still completing. Waiting and calling again is the cure.
 _TRANSIENT_CODES = frozenset(
     {
         KafkaError._TRANSPORT,
@@ -100,8 +100,8 @@ _FATAL_CODES = frozenset(
         KafkaError._UNSUPPORTED_FEATURE,
         KafkaError.UNSUPPORTED_VERSION,
         KafkaError.UNSUPPORTED_FOR_MESSAGE_FORMAT,
-        # DESIGN §9 (librdkafka #4849): the producer's transaction state is broken; close the
-        # producer and make a new one with the same transactional.id.
+        # docs/design.md §9 (librdkafka #4849): the producer's transaction state is broken; close
+        # the producer and make a new one with the same transactional.id.
         KafkaError.INVALID_TXN_STATE,
     }
 )

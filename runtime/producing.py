@@ -3,7 +3,7 @@
 - ``produce_when_room``: librdkafka raises ``BufferError`` when its local queue is full; the cure
   is to serve delivery reports (``poll``) and produce again.
 - ``abort_or_replace``: an abort can fail where a new producer of the same ``transactional.id``
-  would succeed (DESIGN.md §9, librdkafka #4849); the new producer fences the old one and ends
+  would succeed (docs/design.md §9, librdkafka #4849); the new producer fences the old one and ends
   its transaction on the broker, so nothing of it becomes visible.
 """
 
@@ -51,7 +51,7 @@ def abort_or_replace(
 ) -> Producer:
     """Abort ``producer``'s open transaction; returns the producer to go on with.
 
-    Flushes first (an abort after a flush succeeds, DESIGN.md §9). If the abort still fails (or
+    Flushes first (an abort after a flush succeeds, docs/design.md §9). If the abort still fails (or
     the broker stays away past ``timeout_s``), the producer is closed and ``new_producer()``'s
     is returned: its ``init_transactions`` fences the old one and aborts its transaction on the
     broker, so the transaction can never commit. Never a crash loop. A fenced producer is the

@@ -1,4 +1,4 @@
-"""What every role process does around its work (DESIGN.md §7): configuration from the
+"""What every role process does around its work (docs/design.md §7): configuration from the
 environment (one line and exit 2 when it is wrong), logging, metrics and health over HTTP,
 SIGTERM drain, liveness from the loop's heartbeat, and exit 1 for a fatal error so that the
 orchestrator restarts the process."""
@@ -146,9 +146,9 @@ def _log_fatal(log: EventLogger, role: str, settings: Settings, error: ExactlyEr
 
 
 def freeze_startup_garbage() -> None:
-    """DESIGN.md §10: keep the collector out of the hot loop. Everything made during start-up is
-    long-lived; freezing it spares every collection from scanning it, and the loop's own garbage
-    (message rows, envelopes) is freed by reference counting."""
+    """docs/design.md §10: keep the collector out of the hot loop. Everything made during start-up
+    is long-lived; freezing it spares every collection from scanning it, and the loop's own
+    garbage (message rows, envelopes) is freed by reference counting."""
     gc.collect()
     gc.freeze()
     gc.set_threshold(50_000, 50, 100)

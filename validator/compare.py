@@ -6,7 +6,7 @@ unchanged and in order is one ``matched`` row; everything else is named by a kin
 
 Two ways to pair a destination record with its source record:
 
-- **provenance** (the exactly.origin header, DESIGN.md §3): the header names the source
+- **provenance** (the exactly.origin header, docs/design.md §3): the header names the source
   partition and offset, so the pair is exact, and identical records are still told apart.
 - **content** (the header is off): the n-th record with a given content (key, value, headers,
   timestamp) in a source partition pairs with the n-th record with that content in the same

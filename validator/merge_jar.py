@@ -118,7 +118,7 @@ def _kafka_clients(spark_jars: str | None) -> Path:
             for path in sorted(glob.glob(pattern.strip())):
                 if Path(path).name.startswith("kafka-clients-"):
                     return Path(path)
-    # Java takes the home directory from the user database, not $HOME (DESIGN.md §9).
+    # Java takes the home directory from the user database, not $HOME (docs/design.md §9).
     homes = dict.fromkeys((Path.home(), Path(pwd.getpwuid(os.getuid()).pw_dir)))
     for home in homes:
         if (home / _KAFKA_CLIENTS).exists():

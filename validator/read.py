@@ -86,7 +86,7 @@ def _kafka(
         .option("kafka.isolation.level", "read_committed")
         .option("includeHeaders", "true")
         # A read_committed fetch at a range's end that holds only a transaction marker waits
-        # this long for data that is not coming; per partition, per side (DESIGN.md §9).
+        # this long for data that is not coming; per partition, per side (docs/design.md §9).
         .option("kafka.fetch.max.wait.ms", "10")
         # Larger polls and fetches than the Java client's defaults (500 records, 1 MiB per
         # partition): the read of 2 x 1 M records of 100 B took 15 s instead of 19 here.

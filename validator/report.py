@@ -2,7 +2,7 @@
 
 The verdict is "clean" only when no partition has a discrepancy (and, with
 ``require_complete``, nothing is still in flight); records outside the checked range are
-counted and shown but are not discrepancies (DESIGN.md §6), and so are the records no copy is
+counted and shown but are not discrepancies (docs/design.md §6), and so are the records no copy is
 expected of in an active-active pair: looped (source records that are copies themselves) and
 local (with ``two_way``, destination records produced on the destination cluster).
 """

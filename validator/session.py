@@ -3,7 +3,7 @@
 Under `spark-submit` the session already has its master, packages and resources from the
 command line, and nothing here overrides them; run by `exactly validate` it gets the defaults
 below. Spark's Kafka source comes from spark.jars.packages: Spark's resolver reads the local
-Maven repository first, where `make install` resolved it (DESIGN.md §9), so a run downloads
+Maven repository first, where `make install` resolved it (docs/design.md §9), so a run downloads
 nothing.
 """
 

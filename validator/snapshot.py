@@ -1,5 +1,5 @@
 """What one audit checks, fixed before Spark reads anything: the topic pairs and, per partition,
-the offset range on each side (DESIGN.md §6).
+the offset range on each side (docs/design.md §6).
 
 The range is the end offsets of both sides when the run starts: the destination's first, then the
 source's. In that order every record the destination holds in its range was produced on the

@@ -234,7 +234,7 @@ class SampleTraffic:
 
 
 class _TransactionalProducer:
-    """One transaction at a time, with DESIGN.md §9's workarounds (slow coordinator, #4849)."""
+    """One transaction at a time, with docs/design.md §9's workarounds (slow coordinator, #4849)."""
 
     def __init__(self, bootstrap_servers: str, transactional_id: str) -> None:
         self._config = {

@@ -1,4 +1,4 @@
-"""The README documents every environment variable the settings read (DESIGN.md §7)."""
+"""The README documents every environment variable the settings read (docs/design.md §7)."""
 
 from __future__ import annotations
 

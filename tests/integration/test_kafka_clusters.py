@@ -43,7 +43,8 @@ def test_read_committed_sees_committed_transaction_only(target_cluster, unique_t
     producer.begin_transaction()
     producer.produce(topic, value=b"aborted-0", partition=0, headers=HEADERS)
     producer.produce(topic, value=b"aborted-1", partition=1, headers=HEADERS)
-    # DESIGN.md §9: flush before abort, or librdkafka may fail the abort with INVALID_TXN_STATE.
+    # docs/design.md §9: flush before abort, or librdkafka may fail the abort with
+    # INVALID_TXN_STATE.
     producer.flush(30)
     producer.abort_transaction(30)
 

@@ -257,7 +257,8 @@ class _DeliveryCheckedProducer:
 
 
 class _TransactionalProducer:
-    """A transactional producer that survives DESIGN §9's quirks (slow coordinator, #4849)."""
+    """A transactional producer that survives the quirks of docs/design.md §9 (slow coordinator,
+    #4849)."""
 
     def __init__(self, bootstrap: str, transactional_id: str) -> None:
         self._config = {"bootstrap.servers": bootstrap, "transactional.id": transactional_id}

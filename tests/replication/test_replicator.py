@@ -1,5 +1,6 @@
 """Stage 1 as a user runs it: `python -m replicator` against the two clusters, checked by
-decoding the staging topic record by record against the source (issue 4, DESIGN.md §4 1-3)."""
+decoding the staging topic record by record against the source (issue 4, docs/design.md §4,
+invariants 1-3)."""
 
 from __future__ import annotations
 
