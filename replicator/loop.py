@@ -372,9 +372,12 @@ class Replicator:
            are read again).
         2. Take each lane's committable offset: `Lane.acknowledged` moves it over a prefix of
            acknowledged envelopes only (invariant 3), and only forward.
-        3. Commit those offsets to the source group. A failed commit keeps the old point and its
-           records are read again (invariant 3: a commit may lag the acknowledgements, never
-           lead them; the duplicates it makes in staging are stage 2's to drop).
+        3. Commit those offsets to the source group. A commit that fails leaves the group at
+           its old point and those records are read again (invariant 3: a commit may lag the
+           acknowledgements, never lead them; the duplicates it makes in staging are stage 2's
+           to drop). A PERIODIC commit is asynchronous and unanswered here: the lane counts it
+           as committed at once, so a lane that does not move again is not committed again at
+           a handover, and its successor reads from the older point (duplicates, never a gap).
         4. SESSION_END: rewind every running lane to its commit point and start a new chain
            (`prev_offset` None) on a new producer (invariant 2: within a session a lane's
            envelopes chain without a gap; stage 2 trusts no chain across sessions).
