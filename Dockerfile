@@ -1,4 +1,4 @@
-# Two images from one file (README "Deploy"), built by BuildKit (Docker's builder since 23.0;
+# Two images from one file (docs/deploy.md), built by BuildKit (Docker's builder since 23.0;
 # DOCKER_BUILDKIT=1 before) from one public base image and Debian's packages:
 #   docker build --target exactly -t kafka-exactly .
 #       the roles: `exactly run` (every role of a flow, supervised), `exactly replicator`,

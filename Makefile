@@ -154,7 +154,7 @@ bench-replicator: install
 
 # Both stages beside a plain loop and MirrorMaker 2 (its jars resolved with Maven on the first run)
 # on their own two local clusters: throughput (3 rounds, the median), latency at 1 k, 20 k and
-# the highest rate, recovery after SIGKILLs; the README's performance section (about 15 minutes).
+# the highest rate, recovery after SIGKILLs; docs/performance.md (about 15 minutes).
 bench-pipeline: install
 	$(BIN)/python -m bench.pipeline_vs_mirrormaker --rounds 3 --mm2-recovery
 
@@ -178,7 +178,7 @@ bench-validate: install
 
 # Issue 18's measure: each role's time through the secured listeners (SASL_SSL source, mutual
 # TLS target, least-privilege ACLs) beside PLAINTEXT, same brokers, 1 M records of 1 KiB, one run
-# (about 12 minutes; the README's table).
+# (about 12 minutes; docs/performance.md's table).
 bench-tls: install
 	$(BIN)/python -m bench.tls_cost --records 1000000 --rounds 2
 
@@ -193,8 +193,8 @@ bench-memory: install
 	$(BIN)/python -m bench.role_memory
 
 # Issue 19's measure: what the reverse flow of an active-active pair costs: A->B alone against
-# A->B while B->A runs, 1 M records of 1 KiB each way, two rounds (about 3 minutes; README,
-# Topologies).
+# A->B while B->A runs, 1 M records of 1 KiB each way, two rounds (about 3 minutes; docs/results.md,
+# from docs/topologies.md).
 bench-active-active: install
 	$(BIN)/python -m bench.active_active --records 1000000 --rounds 2
 
@@ -203,7 +203,7 @@ clean:
 
 # Issue 31's measure: the 1 KiB copy by every candidate (plain loop, pipeline, MirrorMaker 2
 # both modes) on one-node clusters, then on clusters of three replicating nodes (RF 3,
-# min.insync.replicas 2), 300 k records each (about 10 minutes; README, Replicated clusters).
+# min.insync.replicas 2), 300 k records each (about 10 minutes; docs/replicated-clusters.md).
 bench-replication: install
 	$(BIN)/python -m bench.replication_cost --records 300000
 

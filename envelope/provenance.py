@@ -29,7 +29,7 @@ def provenance_prefix(source_cluster_id: str, partition: int) -> bytes:
 def carries_provenance(headers: Iterable[tuple[str, bytes | None]] | None) -> bool:
     """Whether a record is a copy a stage 2 wrote: a provenance header with a value, well-formed
     or not. The one rule of loop prevention: stage 1 never copies such a record again, and
-    `exactly validate` counts it as looped (README, Topologies)."""
+    `exactly validate` counts it as looped (docs/topologies.md)."""
     return any(name == HEADER_PROVENANCE and value is not None for name, value in headers or ())
 
 

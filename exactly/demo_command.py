@@ -52,7 +52,7 @@ _DEFAULTS = DemoOptions()
     show_default=True,
     help="one-way: a flow from the source to the target, with a consumer-group failover. "
     "active-active: a flow each way on the same topic names, producers in both clusters, a "
-    "verdict per direction and the loop-prevention counters (README: Topologies).",
+    "verdict per direction and the loop-prevention counters (docs/topologies.md).",
 )
 @click.option(
     "--nodes",

@@ -58,7 +58,7 @@ def install() -> None:
     "--secure",
     is_flag=True,
     help="Made with a SASL_SSL (SCRAM-SHA-512) and a mutual-TLS listener, a private CA, a user "
-    "per role and ACLs enforced (README: Security).",
+    "per role and ACLs enforced (docs/security.md).",
 )
 @click.option(
     "--nodes",

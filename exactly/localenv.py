@@ -15,7 +15,7 @@ __all__ = [
     "secured_pair_environment",
 ]
 
-# How a secured local pair is reached: each cluster secured differently, as in the README.
+# How a secured local pair is reached: each cluster secured differently, as in docs/security.md.
 SOURCE_PROTOCOL = "SASL_SSL"  # SCRAM-SHA-512
 TARGET_PROTOCOL = "SSL"  # mutual TLS
 

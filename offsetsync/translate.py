@@ -153,7 +153,7 @@ def _answer(request: Request, record: Message, copy: _Copy | None) -> Translatio
     if carries_provenance(record.headers()):
         # The group's next record is a copy from the destination (active-active, never copied
         # back): resuming at the next copied record is exact for the source's own records
-        # only (README, Topologies).
+        # only (docs/topologies.md).
         return Translated(copy.offset, exact=False)
     # The last record before a caught-up offset: the group has read it, so resume after its
     # copy; or at the copy of a later record when the copy found is of one.

@@ -230,7 +230,7 @@ class Replicator:
         self.metrics.bytes.labels(lane.topic).inc(size)
 
     def _passed_over(self, lane: Lane, count: int) -> None:
-        """Loop prevention (README, Topologies): a record that carries the provenance header
+        """Loop prevention (docs/topologies.md): a record that carries the provenance header
         was written by a stage 2, so it is a copy already; copying it again would send it back
         where it came from (active-active) or deliver it twice (a mesh). Counted and logged,
         never silent (invariant 7)."""

@@ -53,7 +53,7 @@ class ReplicatorMetrics:
         self.topics_left_out = Gauge(
             "exactly_replicator_topics_left_out",
             "Source topics not replicated (1 while left out) because their destination name "
-            "collides with a replicated topic's or the flow's own (README, Topologies).",
+            "collides with a replicated topic's or the flow's own (docs/topologies.md).",
             ["topic"],
             registry=r,
         )

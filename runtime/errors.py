@@ -130,7 +130,7 @@ class FencedError(FatalKafkaError):
 
 class NotAuthorizedError(FatalKafkaError):
     """The cluster refused this role's principal ``operation`` on a resource: an ACL is missing
-    (README: Security). Retrying cannot mend it; ``str()`` names what to grant."""
+    (docs/security.md). Retrying cannot mend it; ``str()`` names what to grant."""
 
     def __init__(
         self, kafka_error: KafkaError, *, cluster: str, operation: str, resource: str, name: str

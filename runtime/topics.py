@@ -100,7 +100,7 @@ def ensure_topic(admin: AdminClient, topic: NewTopic) -> None:
     except KafkaException as exc:
         error = kafka_error_of(exc)
         # Asked at every start, existing or not: the broker says "already exists" only to a
-        # principal allowed to create it (README: Security). Every topic we create is on the
+        # principal allowed to create it (docs/security.md). Every topic we create is on the
         # target cluster.
         raise_if_refused(exc, "target", {"TOPIC": ("CREATE", topic.topic)})
         raise TopicSetupError(

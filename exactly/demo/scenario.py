@@ -87,7 +87,7 @@ class DemoOptions:
     records_per_second: float = 250.0
     catch_up_timeout_s: float = 90.0
     # Clusters with secured listeners: the roles reach the source over SASL_SSL and the target
-    # over mutual TLS, each as its own user with only its ACLs (README: Security).
+    # over mutual TLS, each as its own user with only its ACLs (docs/security.md).
     secure: bool = False
     # The second verdict, Spark's: `exactly validate --require-complete` on the demo's flow.
     audit: bool = True

@@ -1,4 +1,4 @@
-"""`exactly kafka up|status|kill|restart|down` from a shell, as the README documents it."""
+"""`exactly kafka up|status|kill|restart|down` from a shell, as docs/demo.md documents it."""
 
 from __future__ import annotations
 

@@ -185,7 +185,7 @@ def test_active_active_under_load_with_each_role_killed_is_exactly_once_both_way
     on_b = _committed_with_metadata(b.bootstrap_servers, group, topic)
     assert all(metadata.startswith(TRANSLATED_MARK) for _o, metadata in on_b.values()), on_b
     # From its new position on B the group reads the copies of exactly the records of A it had
-    # not processed (B's own records beside them are the README's caveat, not checked here).
+    # not processed (B's own records beside them are docs/topologies.md's caveat, not checked here).
     for partition, offset in committed.items():
         unread = [
             _content(r)

@@ -49,7 +49,7 @@ def run_validate(
             SPARK_SUBMIT_MASTER,
             "--packages",
             KAFKA_CONNECTOR,
-            # The merge plan's jar, as the README tells a spark-submit user to pass it.
+            # The merge plan's jar, as docs/validation.md tells a spark-submit user to pass it.
             "--jars",
             str(merge_jar()),
             str(REPOSITORY_ROOT / "validator" / "submit.py"),
