@@ -59,7 +59,7 @@ promtool:
 toxiproxy: $(VENV)/.installed
 	@if command -v go >/dev/null 2>&1 || [ -x /usr/local/go/bin/go ]; then \
 		$(BIN)/python -c 'from exactly.chaos.network import ensure_toxiproxy; ensure_toxiproxy()'; \
-	else echo "no Go toolchain: exactly chaos (and its test in make test) cannot inject network faults"; fi
+	else echo "no Go toolchain: exactly chaos (and its tests: make test-slow, test-nodes) cannot inject network faults"; fi
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .
