@@ -40,14 +40,20 @@ class AdminSession:
     def __init__(self, new_admin: Callable[[], AdminClient]) -> None:
         self._new_admin = new_admin
         self.admin = new_admin()
+        # Replaced clients, destroyed by ``release`` or the next ``answers``: destroying one
+        # can take a while, and must not delay the answers already in hand.
+        self._retired: list[AdminClient] = []
 
-    def answers(self, futures: Mapping[str, Future[Any]]) -> dict[str, Any]:
+    def answers(
+        self, futures: Mapping[str, Future[Any]], timeout_s: float | None = None
+    ) -> dict[str, Any]:
         """Each request's result, the KafkaException it failed with, or a TimeoutError if it
-        went unanswered for TIMEOUT_S (one deadline for all of them).
+        went unanswered for ``timeout_s`` (TIMEOUT_S by default; one deadline for all of them).
 
         A client that holds an unanswered request is replaced: destroying it fails such a
         request without sending it (librdkafka's own clean-up, which is safe)."""
-        deadline = time.monotonic() + TIMEOUT_S
+        self.release()
+        deadline = time.monotonic() + (TIMEOUT_S if timeout_s is None else timeout_s)
         answers: dict[str, Any] = {}
         try:
             for key, future in futures.items():
@@ -61,7 +67,12 @@ class AdminSession:
                 log.warning(
                     "group requests unanswered: their admin client is made anew",
                     unanswered=unanswered,
-                    timeout_s=TIMEOUT_S,
+                    timeout_s=TIMEOUT_S if timeout_s is None else round(timeout_s, 1),
                 )
+                self._retired.append(self.admin)
                 self.admin = self._new_admin()
         return answers
+
+    def release(self) -> None:
+        """Destroy the clients replaced so far."""
+        self._retired.clear()

@@ -12,7 +12,9 @@ decided on them), and the next fetch starts a new process.
 
 The fetching process is this module run as ``python -m offsetsync.offset_fetch``: requests on
 its stdin, answers on its stdout (each a length-prefixed pickle), its log lines on the role's
-stderr. It ends when its stdin closes (the role exited, however it exited).
+stderr (as role ``offsetsync.offset-fetch``). It ends when its stdin closes (the role exited,
+however it exited). Its requests are not in offset sync's requests metric: its client's
+statistics stay in it.
 """
 
 from __future__ import annotations
@@ -21,15 +23,15 @@ import contextlib
 import faulthandler
 import os
 import pickle
-import select
+import selectors
 import signal
 import struct
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import IO, Any, TypeAlias
+from typing import Any, TypeAlias
 
 from confluent_kafka import (
     ConsumerGroupTopicPartitions,
@@ -40,14 +42,25 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient
 
 from offsetsync.admin_session import COORDINATOR_REQUEST_TIMEOUT_S, TIMEOUT_S, AdminSession
-from runtime import LIBRDKAFKA_LOG, configure_logging, get_logger
+from runtime import LIBRDKAFKA_LOG, configure_logging, get_logger, kafka_error_of
 
 log = get_logger("offsetsync")
 
 # Beyond the fetching process's own deadline (TIMEOUT_S): a process that has not answered by
 # then is stuck where no deadline of ours reaches, and is killed.
 _GRACE_S = 5.0
+# What a new process needs before it can ask anything (an interpreter and our imports: 0.6-0.8 s
+# on a busy two-core machine): a fetch that lost its process tries once more in a new one if
+# this much of its deadline is left.
+_START_S = 2.0
+_COMMAND = (sys.executable, "-m", "offsetsync.offset_fetch")
 _LENGTH = struct.Struct(">I")
+# No answer comes near this (a few hundred bytes a group); a length beyond it is a broken
+# stream, not a message to allocate for.
+_MAX_MESSAGE = 256 * 1024 * 1024
+_CHUNK = 64 * 1024
+# How often an idle fetching process serves its client's queue (librdkafka's log lines).
+_IDLE_POLL_S = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,28 +97,37 @@ class LogSetup:
 
 class OffsetFetchProcess:
     """Fetches groups' committed offsets of one cluster through a process that may crash
-    (module note); started at the first fetch and after each one it did not survive."""
+    (module note); started at the first fetch and again after each one it did not survive."""
 
-    def __init__(self, client_config: Mapping[str, str], logs: LogSetup) -> None:
+    def __init__(
+        self,
+        client_config: Mapping[str, str],
+        logs: LogSetup,
+        *,
+        command: Sequence[str] = _COMMAND,
+    ) -> None:
         self._setup = {"config": dict(client_config), "logs": logs}
+        self._command = list(command)
         self._process: subprocess.Popen[bytes] | None = None
 
     def fetch(self, groups: Iterable[str]) -> dict[str, Answer]:
-        """Each group's answer. Empty when the process did not answer: every group's offsets are
-        unknown this cycle."""
+        """Each group's answer. Empty when no process answered: every group's offsets are
+        unknown this cycle. A process lost quickly (a crash) is replaced and asked once more
+        within the same deadline; one that ran out the deadline is not."""
         groups = list(groups)
         if not groups:
             return {}
-        process = self._process or self._start()
-        try:
-            assert process.stdin is not None
-            assert process.stdout is not None
-            _send(process.stdin, groups)
-            answers = _receive(process.stdout, deadline=time.monotonic() + TIMEOUT_S + _GRACE_S)
-        except (OSError, EOFError, TimeoutError) as exc:
-            self._lost(process, exc)
-            return {}
-        return {group: _answer(encoded) for group, encoded in answers.items()}
+        deadline = time.monotonic() + TIMEOUT_S + _GRACE_S
+        for _attempt in range(2):
+            try:
+                return self._ask(groups, deadline)
+            except Exception as exc:
+                # Whatever broke the exchange (a crash, a stall, a broken stream), the process
+                # goes and the groups stay unknown; never the role.
+                self._lost(exc)
+            if deadline - time.monotonic() < _START_S + 1.0:
+                break
+        return {}
 
     @property
     def pid(self) -> int | None:
@@ -118,40 +140,61 @@ class OffsetFetchProcess:
         if self._process is None:
             return None
         process, self._process = self._process, None
-        return _end(process)
+        return _end(process, wait_s=5.0)
 
-    def _start(self) -> subprocess.Popen[bytes]:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "offsetsync.offset_fetch"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-        )
-        assert process.stdin is not None
-        _send(process.stdin, self._setup)  # through the pipe: no secret in argv or environ
-        self._process = process
-        return process
+    def _ask(self, groups: list[str], deadline: float) -> dict[str, Answer]:
+        process = self._process
+        if process is None:
+            # Held at once: whatever fails from here on ends it (_lost), never leaves it behind.
+            process = self._process = subprocess.Popen(
+                self._command, stdin=subprocess.PIPE, stdout=subprocess.PIPE
+            )
+            # Never blocked on a process that stopped reading or writing: each wait is ours
+            # (_await), by the fetch's deadline.
+            os.set_blocking(_fd(process.stdin), False)
+            os.set_blocking(_fd(process.stdout), False)
+            # Through the pipe: the secrets among the client properties are not in its argv.
+            _write(_fd(process.stdin), self._setup, deadline)
+        elif process.poll() is not None:
+            raise EOFError("it ended while idle")
+        # The fetching process's own deadline leaves the grace for its answer to arrive.
+        budget = max(0.5, deadline - time.monotonic() - _GRACE_S)
+        _write(_fd(process.stdin), (groups, budget), deadline)
+        answers = _read(_fd(process.stdout), deadline)
+        return {group: _answer(encoded) for group, encoded in answers.items()}
 
-    def _lost(self, process: subprocess.Popen[bytes], cause: BaseException) -> None:
-        self._process = None
-        status = _end(process)
+    def _lost(self, cause: Exception) -> None:
+        process, self._process = self._process, None
+        status = None if process is None else _end(process, wait_s=1.0)
+        if isinstance(cause, TimeoutError):
+            message = "the offset fetch process did not answer in time: killed"
+        else:
+            message = (
+                "the offset fetch process ended without answering (librdkafka #5040 crashes it "
+                "when a group's coordinator moves)"
+            )
         log.warning(
-            "the offset fetch process ended without answering (librdkafka #5040 crashes it "
-            "when a group's coordinator moves): this cycle's groups of the cluster are unknown, "
-            "the next fetch starts it anew",
+            f"{message}; its groups' offsets are unknown until a new one answers",
             exit_status=status,
-            cause=type(cause).__name__,
+            cause=f"{type(cause).__name__}: {cause}",
         )
 
 
-def _end(process: subprocess.Popen[bytes]) -> int | None:
-    """Close its pipes and reap it, killed if it lingers; its exit status."""
+def _fd(pipe: Any) -> int:
+    if pipe is None:
+        raise EOFError("no pipe")
+    return int(pipe.fileno())
+
+
+def _end(process: subprocess.Popen[bytes], *, wait_s: float) -> int:
+    """Close its pipes and reap it, killed if it lingers past ``wait_s``; its exit status."""
     for pipe in (process.stdin, process.stdout):
         if pipe is not None:
-            # A broken pipe's buffered bytes: nobody reads them any more.
+            # Unbuffered bytes of a broken pipe: nobody reads them any more.
             with contextlib.suppress(OSError):
                 pipe.close()
     try:
-        return process.wait(timeout=1.0)
+        return process.wait(timeout=wait_s)
     except subprocess.TimeoutExpired:
         process.kill()
         return process.wait()
@@ -162,37 +205,63 @@ def _answer(encoded: tuple[str, Any]) -> Answer:
     if kind == "offsets":
         return [Committed(*row) for row in value]
     if kind == "error":
-        code, reason, fatal, retriable = value
-        return KafkaException(KafkaError(code, reason, fatal=fatal, retriable=retriable))
-    return TimeoutError(f"no answer in {TIMEOUT_S:.0f} s")
+        code, reason, fatal, retriable, abortable = value
+        return KafkaException(
+            KafkaError(code, reason, fatal=fatal, retriable=retriable, txn_requires_abort=abortable)
+        )
+    return TimeoutError("no answer from the group's coordinator in time")
 
 
-def _send(pipe: IO[bytes], message: object) -> None:
+def _encode(answer: Answer) -> tuple[str, Any]:
+    if isinstance(answer, KafkaException):
+        error = kafka_error_of(answer)
+        flags = (error.fatal(), error.retriable(), error.txn_requires_abort())
+        return "error", (error.code(), error.str(), *flags)
+    if isinstance(answer, TimeoutError):
+        return "unanswered", None
+    return "offsets", [(c.topic, c.partition, c.offset, c.metadata, c.error) for c in answer]
+
+
+def _write(fd: int, message: object, deadline: float | None = None) -> None:
+    """All of one message, or TimeoutError past ``deadline`` (a reader that stopped reading)."""
     data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    pipe.write(_LENGTH.pack(len(data)) + data)
-    pipe.flush()
+    view = memoryview(_LENGTH.pack(len(data)) + data)
+    while view:
+        _await(fd, selectors.EVENT_WRITE, deadline)
+        with contextlib.suppress(BlockingIOError):  # the room was taken meanwhile: wait again
+            view = view[os.write(fd, view[:_CHUNK]) :]
 
 
-def _receive(pipe: IO[bytes], deadline: float | None = None) -> Any:
+def _read(fd: int, deadline: float | None = None) -> Any:
     """The next message; EOFError when the pipe closed first, TimeoutError past ``deadline``."""
-    (length,) = _LENGTH.unpack(_read(pipe, _LENGTH.size, deadline))
-    return pickle.loads(_read(pipe, length, deadline))  # our own process's bytes, never a peer's
+    (length,) = _LENGTH.unpack(_read_exactly(fd, _LENGTH.size, deadline))
+    if length > _MAX_MESSAGE:
+        raise ValueError(f"a message of {length} bytes: the stream is broken")
+    return pickle.loads(_read_exactly(fd, length, deadline))  # our own process's bytes
 
 
-def _read(pipe: IO[bytes], size: int, deadline: float | None) -> bytes:
-    fd = pipe.fileno()
+def _read_exactly(fd: int, size: int, deadline: float | None) -> bytes:
     chunks, missing = [], size
     while missing:
-        if deadline is not None:
-            ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
-            if not ready:
-                raise TimeoutError(f"no answer within {TIMEOUT_S + _GRACE_S:.0f} s")
-        chunk = os.read(fd, missing)
+        _await(fd, selectors.EVENT_READ, deadline)
+        try:
+            chunk = os.read(fd, min(missing, _CHUNK))
+        except BlockingIOError:  # nothing after all: wait again
+            continue
         if not chunk:
             raise EOFError("the pipe closed")
         chunks.append(chunk)
         missing -= len(chunk)
     return b"".join(chunks)
+
+
+def _await(fd: int, event: int, deadline: float | None) -> None:
+    if deadline is None:
+        return  # a blocking call waits by itself
+    with selectors.DefaultSelector() as selector:  # any descriptor number, unlike select()
+        selector.register(fd, event)
+        if not selector.select(max(0.0, deadline - time.monotonic())):
+            raise TimeoutError("no answer from the offset fetch process in time")
 
 
 class GroupOffsetFetch:
@@ -202,7 +271,7 @@ class GroupOffsetFetch:
     def __init__(self, new_admin: Callable[[], AdminClient]) -> None:
         self._session = AdminSession(new_admin)
 
-    def fetch(self, groups: Iterable[str]) -> dict[str, Answer]:
+    def fetch(self, groups: Iterable[str], timeout_s: float | None = None) -> dict[str, Answer]:
         # Only stable offsets: a transactional commit still in flight is not an offset yet.
         futures = {
             group: self._session.admin.list_consumer_group_offsets(
@@ -213,21 +282,24 @@ class GroupOffsetFetch:
             for group in groups
         }
         answers: dict[str, Answer] = {}
-        for group, answer in self._session.answers(futures).items():
+        for group, answer in self._session.answers(futures, timeout_s).items():
             if isinstance(answer, (KafkaException, TimeoutError)):
                 answers[group] = answer
             else:
                 answers[group] = [Committed.of(tp) for tp in answer.topic_partitions]
         return answers
 
+    def serve(self) -> None:
+        """Deliver the client's queued log lines (left unserved, they pile up for as long as
+        the client lives) and destroy the clients replaced."""
+        self._session.admin.poll(0)
+        self._session.release()
 
-def _encode(answer: Answer) -> tuple[str, Any]:
-    if isinstance(answer, KafkaException):
-        error = answer.args[0]
-        return "error", (error.code(), error.str(), error.fatal(), error.retriable())
-    if isinstance(answer, TimeoutError):
-        return "unanswered", None
-    return "offsets", [(c.topic, c.partition, c.offset, c.metadata, c.error) for c in answer]
+
+def _readable(fd: int, timeout_s: float) -> bool:
+    with selectors.DefaultSelector() as selector:
+        selector.register(fd, selectors.EVENT_READ)
+        return bool(selector.select(timeout_s))
 
 
 def main() -> None:
@@ -235,25 +307,35 @@ def main() -> None:
     # must not end this process before the role, which ends it by closing its stdin.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    requests, answers = sys.stdin.buffer, sys.stdout.buffer
+    # The answers' own descriptor; anything else written to stdout (a library's print) goes to
+    # stderr, the role's log, and never into the stream of answers.
+    requests, answers = sys.stdin.fileno(), os.dup(sys.stdout.fileno())
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     try:
-        setup = _receive(requests)
+        setup = _read(requests)
     except EOFError:
         return
     logs: LogSetup = setup["logs"]
-    configure_logging(logs.level, logs.role, json=logs.json)
-    faulthandler.enable(all_threads=True)  # a crash says where, in the role's log
+    configure_logging(logs.level, f"{logs.role}.offset-fetch", json=logs.json)
+    # A crash says where, in the role's log; `kill -USR1` prints where it waits.
+    faulthandler.enable(all_threads=True)
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     config = {**setup["config"], "logger": LIBRDKAFKA_LOG}
     fetch = GroupOffsetFetch(lambda: AdminClient(config))
     while True:
+        if not _readable(requests, _IDLE_POLL_S):
+            fetch.serve()
+            continue
         try:
-            groups = _receive(requests)
+            groups, timeout_s = _read(requests)
         except EOFError:
             return
+        found = fetch.fetch(groups, timeout_s)
         try:
-            _send(answers, {group: _encode(a) for group, a in fetch.fetch(groups).items()})
+            _write(answers, {group: _encode(answer) for group, answer in found.items()})
         except BrokenPipeError:
             return
+        fetch.serve()
 
 
 if __name__ == "__main__":
