@@ -85,8 +85,7 @@ class ClusterGroups:
         self._session.admin.poll(0)
 
     def close(self) -> None:
-        if isinstance(self._fetch, OffsetFetchProcess):
-            self._fetch.close()
+        self._fetch.close()
 
     def states(self) -> dict[str, ConsumerGroupState]:
         """Every group the cluster lists, with its state: one request per broker.

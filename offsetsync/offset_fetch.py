@@ -258,10 +258,15 @@ def _read_exactly(fd: int, size: int, deadline: float | None) -> bytes:
 def _await(fd: int, event: int, deadline: float | None) -> None:
     if deadline is None:
         return  # a blocking call waits by itself
+    if not _ready(fd, event, max(0.0, deadline - time.monotonic())):
+        raise TimeoutError("no answer from the offset fetch process in time")
+
+
+def _ready(fd: int, event: int, timeout_s: float) -> bool:
+    """Whether ``fd`` is ready for ``event`` within ``timeout_s``."""
     with selectors.DefaultSelector() as selector:  # any descriptor number, unlike select()
         selector.register(fd, event)
-        if not selector.select(max(0.0, deadline - time.monotonic())):
-            raise TimeoutError("no answer from the offset fetch process in time")
+        return bool(selector.select(timeout_s))
 
 
 class GroupOffsetFetch:
@@ -295,11 +300,9 @@ class GroupOffsetFetch:
         self._session.admin.poll(0)
         self._session.release()
 
-
-def _readable(fd: int, timeout_s: float) -> bool:
-    with selectors.DefaultSelector() as selector:
-        selector.register(fd, selectors.EVENT_READ)
-        return bool(selector.select(timeout_s))
+    def close(self) -> None:
+        """Destroy the clients replaced so far (the current one goes with this object)."""
+        self._session.release()
 
 
 def main() -> None:
@@ -323,7 +326,7 @@ def main() -> None:
     config = {**setup["config"], "logger": LIBRDKAFKA_LOG}
     fetch = GroupOffsetFetch(lambda: AdminClient(config))
     while True:
-        if not _readable(requests, _IDLE_POLL_S):
+        if not _ready(requests, selectors.EVENT_READ, _IDLE_POLL_S):
             fetch.serve()
             continue
         try:

@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
@@ -30,59 +31,61 @@ def committed_group(target_cluster, unique_topic, unique_group) -> tuple[str, st
     return topic, group
 
 
+@pytest.fixture
+def fetch(target_cluster) -> Iterator[OffsetFetchProcess]:
+    """A fetch process of the target cluster, ended with the test."""
+    fetching = OffsetFetchProcess({"bootstrap.servers": target_cluster.bootstrap_servers}, _LOGS)
+    try:
+        yield fetching
+    finally:
+        fetching.close()
+
+
 def _offsets(answer: object) -> dict[tuple[str, int], int]:
     assert isinstance(answer, list), answer
     return {(c.topic, c.partition): c.offset for c in answer if isinstance(c, Committed)}
 
 
 def test_a_fetch_process_crashed_while_idle_is_replaced_within_the_fetch(
-    target_cluster, committed_group, caplog
+    fetch, committed_group, caplog
 ):
     topic, group = committed_group
-    fetch = OffsetFetchProcess({"bootstrap.servers": target_cluster.bootstrap_servers}, _LOGS)
-    try:
+    assert _offsets(fetch.fetch([group])[group]) == {(topic, 0): 4, (topic, 1): 9}
+    crashed = fetch.pid
+    assert crashed is not None
+    os.kill(crashed, signal.SIGSEGV)  # what librdkafka #5040 does to it
+    with caplog.at_level(logging.WARNING, logger="offsetsync"):
         assert _offsets(fetch.fetch([group])[group]) == {(topic, 0): 4, (topic, 1): 9}
-        crashed = fetch.pid
-        assert crashed is not None
-        os.kill(crashed, signal.SIGSEGV)  # what librdkafka #5040 does to it
-        with caplog.at_level(logging.WARNING, logger="offsetsync"):
-            assert _offsets(fetch.fetch([group])[group]) == {(topic, 0): 4, (topic, 1): 9}
-        assert _exit_statuses(caplog) == [-11]
-        assert fetch.pid not in (None, crashed)
-    finally:
-        fetch.close()
+    assert _exit_statuses(caplog) == [-11]
+    assert fetch.pid not in (None, crashed)
+    fetch.close()
     assert fetch.pid is None
 
 
 def test_a_fetch_process_that_never_answers_is_killed_at_the_deadline(
-    target_cluster, committed_group, monkeypatch
+    fetch, committed_group, monkeypatch
 ):
     topic, group = committed_group
-    fetch = OffsetFetchProcess({"bootstrap.servers": target_cluster.bootstrap_servers}, _LOGS)
-    try:
-        # Started and connected under the real deadline: a new process takes most of a second.
-        assert _offsets(fetch.fetch([group])[group]) == {(topic, 0): 4, (topic, 1): 9}
-        stuck = fetch.pid
-        assert stuck is not None
-        os.kill(stuck, signal.SIGSTOP)  # stuck where no deadline of its own reaches
-        with monkeypatch.context() as short:
-            short.setattr(offsetsync.offset_fetch, "TIMEOUT_S", 0.5)
-            short.setattr(offsetsync.offset_fetch, "_GRACE_S", 0.5)
-            started = time.monotonic()
-            assert fetch.fetch([group]) == {}  # too little time left to start another
-            assert time.monotonic() - started < 5
-        assert fetch.pid is None
-        with pytest.raises(ProcessLookupError):  # killed and reaped, not left behind
-            os.kill(stuck, 0)
-        assert _offsets(fetch.fetch([group])[group]) == {(topic, 0): 4, (topic, 1): 9}
-    finally:
-        fetch.close()
+    # Started and connected under the real deadline: a new process takes most of a second.
+    assert _offsets(fetch.fetch([group])[group]) == {(topic, 0): 4, (topic, 1): 9}
+    stuck = fetch.pid
+    assert stuck is not None
+    os.kill(stuck, signal.SIGSTOP)  # stuck where no deadline of its own reaches
+    with monkeypatch.context() as short:
+        short.setattr(offsetsync.offset_fetch, "TIMEOUT_S", 0.5)
+        short.setattr(offsetsync.offset_fetch, "_GRACE_S", 0.5)
+        started = time.monotonic()
+        assert fetch.fetch([group]) == {}  # too little time left to start another
+        assert time.monotonic() - started < 5
+    assert fetch.pid is None
+    with pytest.raises(ProcessLookupError):  # killed and reaped, not left behind
+        os.kill(stuck, 0)
+    assert _offsets(fetch.fetch([group])[group]) == {(topic, 0): 4, (topic, 1): 9}
 
 
-def test_the_fetch_process_ends_by_itself_when_its_stdin_closes(target_cluster, committed_group):
+def test_the_fetch_process_ends_by_itself_when_its_stdin_closes(fetch, committed_group):
     """As when the role exits, however it exits (SIGKILL included): nothing is left behind."""
     _topic, group = committed_group
-    fetch = OffsetFetchProcess({"bootstrap.servers": target_cluster.bootstrap_servers}, _LOGS)
     fetch.fetch([group])
     assert fetch.close() == 0  # not killed: close() kills one still there after 5 s
 
