@@ -1,6 +1,10 @@
-"""Stage 2's Prometheus metrics, in a registry of its own (one per process)."""
+"""Stage 2's Prometheus metrics, in a registry of its own (one per process), and what a commit
+and a restore observe into them."""
 
 from __future__ import annotations
+
+import time
+from collections.abc import Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -90,3 +94,20 @@ class DeduplicatorMetrics:
             ["code"],
             registry=r,
         )
+
+    def observe_commit(
+        self, started: float, committed_at: float, timestamps: Iterable[int]
+    ) -> None:
+        """A transaction committed: its commit protocol begun at ``started`` (time.monotonic()),
+        committed at ``committed_at`` (time.time()); ``timestamps``: its records' source
+        timestamps (ms)."""
+        self.transactions.labels("committed").inc()
+        self.commit_seconds.observe(time.monotonic() - started)
+        now_ms = committed_at * 1000
+        for timestamp in timestamps:
+            self.record_age.observe(max(0.0, (now_ms - timestamp) / 1000))
+
+    def observe_restore(self, seconds: float, records: int) -> None:
+        """One staging partition's state brought up to date from the changelog."""
+        self.restore_seconds.observe(seconds)
+        self.restored_records.inc(records)

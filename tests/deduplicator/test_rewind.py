@@ -11,8 +11,8 @@ from types import SimpleNamespace
 from confluent_kafka import Consumer, Message, TopicPartition
 
 from deduplicator.backlog import Backlog
-from deduplicator.loop import Deduplicator
 from deduplicator.metrics import DeduplicatorMetrics
+from deduplicator.partitions import Partitions
 from tests.kafka_helpers import create_topic, produce_numbered
 
 
@@ -47,26 +47,24 @@ def test_a_rewind_reads_again_every_partition_returned_processed_or_not(
             "isolation.level": "read_committed",
         }
     )
-    # Only what _note_positions and _rewind use: the loop's own consumer, owned partitions and
-    # backlog; the rest of a Deduplicator needs a whole flow.
-    stage = Deduplicator.__new__(Deduplicator)
-    stage.settings = SimpleNamespace(names=SimpleNamespace(staging=staging))
-    stage.consumer = consumer
-    stage.stores = {0: None, 1: None}  # partition 2 is not ours: revoked within the batch
-    stage._positions = {}
-    stage.backlog = Backlog(staging, DeduplicatorMetrics().backlog)
+    # Only what note_positions and rewind use: the staging topic's name, the owned partitions
+    # and the backlog; the rest of a Deduplicator needs a whole flow.
+    metrics = DeduplicatorMetrics()
+    settings = SimpleNamespace(names=SimpleNamespace(staging=staging), state_dir="", flow="")
+    owned = Partitions(settings, "changelog", metrics, Backlog(staging, metrics.backlog))
+    owned.stores = {0: None, 1: None}  # partition 2 is not ours: revoked within the batch
     try:
         consumer.assign([TopicPartition(staging, p, 0) for p in (0, 1, 2)])
         first = _read(consumer, 300)
-        stage._note_positions(first)
+        owned.note_positions(first)
         # A commit of partition 0 up to offset 40 went through; what followed did not commit.
-        stage._positions[0] = 40
-        stage._rewind()
+        owned.committed({0: 40})
+        owned.rewind(consumer)
         again = _first_offsets(_read(consumer, 60 + 100))
         assert again[0] == 40  # from the last commit
         assert again[1] == _first_offsets(first)[1] == 0  # returned, never committed: all again
-        assert stage._positions == {0: 40, 1: 0}
-        stage._note_positions([])  # later batches keep the first position
-        assert stage._positions == {0: 40, 1: 0}
+        assert owned._positions == {0: 40, 1: 0}
+        owned.note_positions([])  # later batches keep the first position
+        assert owned._positions == {0: 40, 1: 0}
     finally:
         consumer.close()

@@ -3,7 +3,7 @@ librdkafka property always wins over our default."""
 
 import pytest
 
-from deduplicator.loop import consumer_config as stage2_consumer
+from deduplicator.clients import consumer_config as stage2_consumer
 from replicator.clients import consumer_config as stage1_consumer
 from runtime import PREFETCH_DEFAULTS, load_settings
 

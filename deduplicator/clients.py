@@ -1,0 +1,61 @@
+"""Stage 2's two Kafka clients on the target, configured for its invariants (docs/design.md §4),
+and how their errors are reported."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from confluent_kafka import KafkaError
+
+from deduplicator.limits import TRANSACTION_TIMEOUT_MS
+from deduplicator.metrics import DeduplicatorMetrics
+from runtime import LIBRDKAFKA_LOG, PREFETCH_DEFAULTS, Settings, get_logger, log_client_error
+from runtime.role import static_membership
+
+# The loop's logger: these lines kept the name they had when the loop configured its clients.
+log = get_logger("deduplicator.loop")
+
+ErrorCallback = Callable[[KafkaError], None]
+
+MAX_RECORD_BYTES = 64 * 1024 * 1024
+
+
+def consumer_config(settings: Settings, on_error: ErrorCallback) -> dict[str, object]:
+    """Stage 2's staging consumer."""
+    return {
+        **PREFETCH_DEFAULTS,  # the user's values win
+        **settings.destination.client_config(),
+        "group.id": settings.names.deduplicator_group,
+        "enable.auto.commit": False,
+        # Invariant 6: only committed staging records; never an aborted one.
+        "isolation.level": "read_committed",
+        # A new flow reads staging from its beginning (stage 1 wrote it for us).
+        "auto.offset.reset": "earliest",
+        "logger": LIBRDKAFKA_LOG,
+        "error_cb": on_error,
+        **static_membership(settings, "deduplicator"),
+    }
+
+
+def producer_config(
+    settings: Settings, transactional_id: str, on_error: ErrorCallback
+) -> dict[str, object]:
+    """Stage 2's transactional producer (invariant 6: a stable id per instance)."""
+    return {
+        **settings.destination.client_config(),
+        "transactional.id": transactional_id,
+        "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS,
+        "linger.ms": 5,
+        # A destination record is as large as its source allowed (max.message.bytes is
+        # mirrored per topic); the broker, not this client, enforces each topic's limit.
+        "message.max.bytes": MAX_RECORD_BYTES,
+        "logger": LIBRDKAFKA_LOG,
+        "error_cb": on_error,
+    }
+
+
+def report_client_error(metrics: DeduplicatorMetrics, error: KafkaError) -> None:
+    """Every error counted; a broker out of reach logged once per broker with a count, not
+    once per attempt (runtime.log_client_error)."""
+    metrics.client_errors.labels(error.name()).inc()
+    log_client_error(log, error)

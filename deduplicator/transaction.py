@@ -1,0 +1,77 @@
+"""What stage 2's open transaction holds (the states it changed, the staging offsets it consumed,
+its size, its records' times, the topics it wrote), and the changelog records of its states,
+produced into it (step 1 of the loop's commit, invariant 5)."""
+
+from __future__ import annotations
+
+import time
+
+from confluent_kafka import KafkaError, Message, Producer
+
+from deduplicator.rule import PartitionState, encode_state
+from runtime import Settings, produce_when_room
+
+
+class OpenTransaction:
+    def __init__(self) -> None:
+        # Source partition state key -> (staging partition, its state after this transaction).
+        self.pending: dict[bytes, tuple[int, PartitionState]] = {}
+        self.offsets: dict[int, int] = {}  # staging partition -> next offset to read
+        self.open = False
+        self.commit_sent = False  # commit_transaction called: its outcome may be a commit
+        self.began = 0.0
+        self.produced = 0
+        self.bytes = 0
+        self.timestamps: list[int] = []
+        self.written: set[str] = set()  # destination topics: named if a write is refused
+
+    def due(self, settings: Settings) -> bool:
+        """Whether the open transaction reached one of the commit limits."""
+        return self.open and (
+            time.monotonic() - self.began >= settings.commit_interval_ms / 1000
+            or self.produced >= settings.commit_max_records
+            or self.bytes >= settings.commit_max_bytes
+        )
+
+    def reset(self) -> None:
+        self.pending.clear()
+        self.offsets.clear()
+        self.timestamps.clear()
+        self.written.clear()
+        self.open = False
+        self.commit_sent = False
+        self.produced = 0
+        self.bytes = 0
+
+    def by_partition(self) -> dict[int, dict[bytes, PartitionState]]:
+        """The states this transaction changed, by staging partition (one write batch each)."""
+        by_partition: dict[int, dict[bytes, PartitionState]] = {}
+        for key, (partition, state) in self.pending.items():
+            by_partition.setdefault(partition, {})[key] = state
+        return by_partition
+
+
+class ChangelogWrites:
+    """The changelog records of an open transaction's states, produced into it: the highest
+    offset of each changelog partition once acknowledged (``offsets``), and every delivery
+    error (``failures``)."""
+
+    def __init__(self, producer: Producer, topic: str, transaction: OpenTransaction) -> None:
+        self.offsets: dict[int, int] = {}
+        self.failures: list[KafkaError] = []
+        for key, (partition, state) in transaction.pending.items():
+            produce_when_room(
+                producer,
+                topic,
+                key=key,
+                value=encode_state(state),
+                partition=partition,
+                on_delivery=self._delivered,
+            )
+
+    def _delivered(self, error: KafkaError | None, message: Message) -> None:
+        if error is not None:
+            self.failures.append(error)
+            return
+        partition = message.partition()
+        self.offsets[partition] = max(self.offsets.get(partition, -1), message.offset())
