@@ -39,6 +39,8 @@ def run() -> int:
             return
         changelog = settings.names.changelog
         deadletter = settings.names.deadletter
+        # Co-partitioned with staging when created here; an existing changelog is taken as it
+        # is, its partition count not compared with staging's (docs/design.md §4, invariant 1).
         ensure_topic(
             admin, NewTopic(changelog, partitions, -1, config={"cleanup.policy": "compact"})
         )

@@ -1,7 +1,9 @@
 """The local RocksDB copy of one staging partition's dedup state (docs/design.md §3, invariant 5).
 
-Kafka is the truth: the compacted changelog topic, co-partitioned with staging and written in the
-deduplicator's transaction. This store is a rebuildable cache of one changelog partition. Every
+Kafka is the truth: the compacted changelog topic, written in the deduplicator's transaction to the
+partition numbered as the staging partition the state belongs to (co-partitioned when stage 2
+creates the changelog; an existing changelog's partition count is not checked, docs/design.md
+§4, invariant 1's limits). This store is a rebuildable cache of one changelog partition. Every
 write to it, a commit after a transaction or a batch of restored changelog records, is ONE
 RocksDB write batch that also carries the changelog offset it reflects: the store always equals
 the changelog up to `changelog_offset()`, and restoring from `changelog_offset() + 1` makes it
@@ -81,7 +83,8 @@ class StateStore(Closeable):
         try:
             db = Rdict(str(directory), options=_options())
         except Exception as e:  # rocksdict raises plain Exception for every failure
-            # Also when another open store holds its lock: deleting is for corrupt stores only.
+            # Also when another open store holds its lock, which is no corruption; yet stage 2
+            # deletes and restores on any failure here, that one included (partitions.py).
             raise StateStoreError(
                 f"cannot open the state store in {directory}: {e} (if it is corrupt, delete it "
                 "and restore from the changelog from the beginning)"
