@@ -15,27 +15,22 @@ from __future__ import annotations
 import contextlib
 import enum
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterator
 
-from confluent_kafka import (
-    OFFSET_BEGINNING,
-    Consumer,
-    KafkaError,
-    KafkaException,
-    Message,
-    Producer,
-    TopicPartition,
-)
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
-from envelope import RecordRow, carries_provenance, encode_rows
-from replicator.batching import Run, cut_runs, estimated_size, row_of
+from envelope import RecordRow, encode_rows
+from replicator.access import consumer_refusal, delivery_refusal, raise_if_read_refused
+from replicator.assignment import REBALANCE_FLUSH_S, new_lanes, read_assigned
+from replicator.batching import Run, cut_runs, row_of
 from replicator.clients import consumer_config, producer_config, report_client_error
+from replicator.copies import count_passed_over, without_copies
 from replicator.discovery import Discovered, TopicDiscovery
 from replicator.discovery_thread import DiscoveryThread
-from replicator.errors import ReplicatorError
 from replicator.flowrecords import FlowRecords
-from replicator.lanes import InFlight, Lane, lane_of
+from replicator.lanes import InFlight, Lane
 from replicator.metrics import ReplicatorMetrics
+from replicator.stops import hold_recreated, stop, stop_for_data_loss
 from replicator.topics import StagingTopic
 from runtime import (
     ErrorClass,
@@ -43,15 +38,12 @@ from runtime import (
     NotAuthorizedError,
     Settings,
     admin_client,
-    call_retrying,
     classify,
     consume_ready,
     get_logger,
     kafka_error_of,
     member_fenced,
     produce_when_room,
-    raise_if_refused,
-    refusal,
 )
 from runtime.topics import cluster_metadata
 
@@ -64,11 +56,6 @@ DISCOVERY_INTERVAL_S = 5.0  # a new matching topic is picked up within 10 s (iss
 # How long the loop's end waits for a discovery round under way (its admin calls: 30 s each).
 DISCOVERY_JOIN_S = 30.0
 WATCHDOG_INTERVAL_S = 1.0
-REBALANCE_FLUSH_S = 10.0  # bounded: a rebalance callback must never hang the group
-# How long an assignment waits for its committed offsets and topic descriptions while the
-# source cannot answer; with one 30 s admin call in flight at the deadline, within the loop's
-# liveness bound (runtime.role.LOOP_SILENCE_S) and the consumer's max.poll.interval.ms.
-ASSIGN_PATIENCE_S = 60.0
 DRAIN_FLUSH_S = 30.0
 # What a produce request adds around one envelope (record batch and request headers).
 PRODUCE_OVERHEAD = 1024
@@ -183,7 +170,7 @@ class Replicator:
                 self._commit(Why.PERIODIC)
                 next_commit = now + COMMIT_INTERVAL_S
             if now >= next_lag:
-                self._update_lag()
+                self.metrics.update_lag(self.consumer, self.lanes.values())
                 next_lag = now + DISCOVERY_INTERVAL_S
 
     def _replicate(self, messages: list[Message]) -> None:
@@ -212,36 +199,15 @@ class Replicator:
         if lane.stopped or self._session_error is not None:
             return  # the session restart rewinds this lane to its commit point
         covers = run.rows[-1][0]
-        rows = (
-            [row for row in run.rows if not carries_provenance(row[5])]
-            if run.has_headers
-            else run.rows
-        )
-        size = run.size
+        rows, size = without_copies(run)  # loop prevention (replicator/copies.py)
         if len(rows) < len(run.rows):
-            self._passed_over(lane, len(run.rows) - len(rows))
+            count_passed_over(self.metrics, lane, len(run.rows) - len(rows))
             if not rows:
                 lane.passed_over(covers, time.monotonic())
                 return
-            # The byte counter counts what is copied, as the record counter does.
-            size -= sum(estimated_size(row) for row in run.rows if carries_provenance(row[5]))
         self._send(lane, rows, covers)
         self.metrics.records.labels(lane.topic).inc(len(rows))
         self.metrics.bytes.labels(lane.topic).inc(size)
-
-    def _passed_over(self, lane: Lane, count: int) -> None:
-        """Loop prevention (docs/topologies.md): a record that carries the provenance header
-        was written by a stage 2, so it is a copy already; copying it again would send it back
-        where it came from (active-active) or deliver it twice (a mesh). Counted and logged,
-        never silent (invariant 7)."""
-        self.metrics.copies_passed_over.labels(lane.topic).inc(count)
-        if not lane.passed_over_logged:
-            lane.passed_over_logged = True
-            log.info(
-                "records that are copies (exactly.origin header) are not copied again",
-                topic=lane.topic,
-                partition=lane.partition,
-            )
 
     def _send(self, lane: Lane, rows: list[RecordRow], covers: int) -> None:
         data = encode_rows(
@@ -254,7 +220,9 @@ class Replicator:
         )
         if len(data) > self._max_envelope:
             if len(rows) == 1:
-                self._stop(
+                stop(
+                    self.consumer,
+                    self.metrics,
                     lane,
                     "record_too_large",
                     f"source record of {len(data)} bytes (in its envelope) does not fit staging "
@@ -304,7 +272,7 @@ class Replicator:
         if session != self._session:
             return  # a dropped producer's late report: its lanes have rewound already
         if error is not None:
-            denied = refusal(error, "target", {"TOPIC": ("WRITE", self.staging.name)})
+            denied = delivery_refusal(error, self.staging.name)
             if denied is not None:
                 self._refused = denied  # no session mends a missing ACL
                 self._session_error = self._session_error or f"refused:{error.name()}"
@@ -342,15 +310,10 @@ class Replicator:
             self._session_error = f"fatal:{error.name()}"
         report_client_error(self.metrics, "target", error)
 
-    def _source_reads(self, topic: str | None) -> dict[str, tuple[str, str]]:
-        """What stage 1's consumer needs granted on the source (``refusal``'s ``wanted``)."""
-        return {
-            "GROUP": ("READ", self.settings.names.replicator_group),
-            "TOPIC": ("READ", topic or "(a source topic)"),
-        }
-
     def _on_consumer_error(self, error: KafkaError) -> None:
-        self._refused = self._refused or refusal(error, "source", self._source_reads(None))
+        self._refused = self._refused or consumer_refusal(
+            error, self.settings.names.replicator_group
+        )
         if error.fatal():
             # The loop stops on it, unless our static member was fenced: it joins again then.
             self._fatal = error
@@ -451,71 +414,18 @@ class Replicator:
     # -- partitions ---------------------------------------------------------------------------
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        # A source broker dead or cut off right then is waited out here, as at start-up: ending
-        # the process instead (exactly chaos --nodes 3 saw stage 1 exit 1 on "no answer in 30
-        # s") only meets the same cluster again after a restart, and under an orchestrator's
-        # growing back-off.
-        committed, found = call_retrying(
-            lambda: self._assigned(consumer, partitions),
-            deadline_s=ASSIGN_PATIENCE_S,
-            on_retry=self._waiting_to_assign,
+        committed, found = read_assigned(consumer, partitions, self.discovery, self._beat)
+        lanes = new_lanes(
+            consumer, committed, found, self.settings.start_from, self.staging.partitions
         )
-        assign = []
-        for tp in committed:
-            topic = found.topics.get(tp.topic)
-            if topic is None:
-                log.warning("assigned a topic that is gone", topic=tp.topic, partition=tp.partition)
-                continue
-            if tp.offset >= 0:
-                start = tp.offset
-            else:
-                start = self._start_offset(consumer, tp)
-                log.info(
-                    "no committed offset",
-                    start_from=self.settings.start_from,
-                    topic=tp.topic,
-                    partition=tp.partition,
-                )
-            lane = Lane(
-                topic=tp.topic,
-                partition=tp.partition,
-                staging_partition=lane_of(tp.topic, tp.partition, self.staging.partitions),
-                topic_id=topic.topic_id,
-                committable=start,
-                committed=tp.offset,
-            )
-            self.lanes[(tp.topic, tp.partition)] = lane
-            assign.append(TopicPartition(tp.topic, tp.partition, start))
-        consumer.incremental_assign(assign)
-        self._hold_recreated((self.lanes[(tp.topic, tp.partition)] for tp in assign), found)
+        for lane in lanes:
+            self.lanes[(lane.topic, lane.partition)] = lane
+        consumer.incremental_assign(
+            [TopicPartition(lane.topic, lane.partition, lane.committable) for lane in lanes]
+        )
+        hold_recreated(consumer, self.metrics, lanes, found)
         self.metrics.assigned_partitions.set(len(self.lanes))
-        log.info("partitions assigned", count=len(assign), total=len(self.lanes))
-
-    def _assigned(
-        self, consumer: Consumer, partitions: list[TopicPartition]
-    ) -> tuple[list[TopicPartition], Discovered]:
-        """The committed offsets of newly assigned partitions and their topics' descriptions."""
-        committed = consumer.committed(partitions, timeout=REBALANCE_FLUSH_S)
-        for tp in committed:
-            if tp.error is not None:
-                # Taking it for "never committed" would re-read or, with `latest`, skip: asked
-                # again (a retriable error) or the process stops, and its restart asks again.
-                raise KafkaException(tp.error)
-        return committed, self.discovery.describe({tp.topic for tp in committed})
-
-    def _waiting_to_assign(self, error: KafkaError) -> None:
-        self._beat()  # waiting on the cluster, bounded: not a loop that stopped turning
-        log.warning("assigned partitions not readable yet; retrying", error=error.str())
-
-    def _start_offset(self, consumer: Consumer, tp: TopicPartition) -> int:
-        """Where a never-committed partition starts. `latest` is pinned to a real offset now:
-        a session restart rewinds to it, where the logical "end" would skip what came since."""
-        if self.settings.start_from == "earliest":
-            return int(OFFSET_BEGINNING)
-        _low, high = consumer.get_watermark_offsets(
-            TopicPartition(tp.topic, tp.partition), timeout=REBALANCE_FLUSH_S
-        )
-        return int(high)
+        log.info("partitions assigned", count=len(lanes), total=len(self.lanes))
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         revoked = [
@@ -525,7 +435,7 @@ class Replicator:
             self._commit(Why.HANDOVER, revoked, flush_s=REBALANCE_FLUSH_S)
         for lane in revoked:
             del self.lanes[(lane.topic, lane.partition)]
-            self._forget_metrics(lane)
+            self.metrics.forget(lane)
         consumer.incremental_unassign(partitions)
         self.metrics.assigned_partitions.set(len(self.lanes))
         log.info("partitions revoked", count=len(revoked), total=len(self.lanes))
@@ -535,7 +445,7 @@ class Replicator:
         for tp in partitions:
             lane = self.lanes.pop((tp.topic, tp.partition), None)
             if lane is not None:
-                self._forget_metrics(lane)
+                self.metrics.forget(lane)
         consumer.incremental_unassign(partitions)
         log.warning("partitions lost", count=len(partitions))
 
@@ -553,7 +463,7 @@ class Replicator:
         self._abandon()
         self._abandoning = False  # the new consumer's revokes commit their handover again
         for lane in self.lanes.values():
-            self._forget_metrics(lane)
+            self.metrics.forget(lane)
         self.lanes.clear()
         self.metrics.assigned_partitions.set(0)
         # What the old clients left (the fenced error, the purged producer's gap) ended with them.
@@ -563,42 +473,24 @@ class Replicator:
         topics, self._subscribed = self._subscribed, []
         self._subscribe(topics)  # the new consumer's own subscription, to the same topics
 
-    def _stop(self, lane: Lane, reason: str, detail: str, *, offset: int) -> None:
-        """Invariant 7: stop one source partition by policy, and say so."""
-        lane.stopped = reason
-        self.consumer.pause([TopicPartition(lane.topic, lane.partition)])
-        self.metrics.partitions_stopped.labels(lane.topic, str(lane.partition), reason).set(1)
-        log.error(
-            "source partition stopped",
-            reason=reason,
-            topic=lane.topic,
-            partition=lane.partition,
-            offset=offset,
-            detail=detail,
-        )
-
-    def _forget_metrics(self, lane: Lane) -> None:
-        with contextlib.suppress(KeyError):
-            self.metrics.lag.remove(lane.topic, str(lane.partition))
-        if lane.stopped:
-            self.metrics.partitions_stopped.remove(lane.topic, str(lane.partition), lane.stopped)
-
     def _on_message_error(self, message: Message, error: KafkaError) -> None:
         # Before the partition is taken for one with an unreadable record:
-        raise_if_refused(error, "source", self._source_reads(message.topic()))
+        raise_if_read_refused(error, self.settings.names.replicator_group, message.topic())
         if member_fenced(error):
             # librdkafka gives a consumer's fatal error as a message: for the loop to decide.
             self._fatal = self._fatal or error
             return
         if error.code() == KafkaError._AUTO_OFFSET_RESET and message.topic() is not None:
-            self._on_data_loss(message.topic(), message.partition())
+            lane = self.lanes.get((message.topic(), message.partition()))
+            stop_for_data_loss(self.consumer, self.metrics, lane)
             return
         lane = self.lanes.get((message.topic(), message.partition()))
         offset = message.offset()
         if lane is not None and offset is not None and offset >= 0 and not lane.stopped:
             # A record librdkafka cannot deliver (bad compression, bad CRC): it moves past
             # that batch, and going on would leave a silent gap. Stop the partition instead.
-            self._stop(lane, "unreadable_record", f"{error.name()}: {error.str()}", offset=offset)
+            detail = f"{error.name()}: {error.str()}"
+            stop(self.consumer, self.metrics, lane, "unreadable_record", detail, offset=offset)
             return
         if classify(error) is ErrorClass.FATAL:
             raise KafkaException(error)
@@ -606,36 +498,15 @@ class Replicator:
             "consume error", topic=message.topic(), partition=message.partition(), error=error.str()
         )
 
-    def _on_data_loss(self, topic: str, partition: int) -> None:
-        lane = self.lanes.get((topic, partition))
-        if lane is None or lane.stopped:
-            return
-        low, _high = self.consumer.get_watermark_offsets(
-            TopicPartition(topic, partition), timeout=10
-        )
-        lost = max(0, low - lane.committable) if lane.committable >= 0 else 0
-        self.metrics.records_lost.labels(topic, str(partition)).inc(lost)
-        detail = (
-            f"committed offset {lane.committable} fell behind source retention "
-            f"(log start {low}): {lost} records were deleted before stage 1 read them"
-        )
-        self._stop(lane, "data_loss", detail, offset=lane.committable)
-
     # -- topics -------------------------------------------------------------------------------
 
     def _apply(self, found: Discovered) -> None:
         """A finished discovery round, in the loop's own thread (the consumer, the lanes and the
         gauges are the loop's): the policy for recreated topics first, so that no lane of one
         copies another record, then the subscription and the left-out gauge."""
-        self._hold_recreated(self.lanes.values(), found)
+        hold_recreated(self.consumer, self.metrics, self.lanes.values(), found)
         self._subscribe(sorted(found.topics))
-        self._count_left_out(found)
-
-    def _count_left_out(self, found: Discovered) -> None:
-        gauge = self.metrics.topics_left_out
-        gauge.clear()  # a topic no longer left out (renamed apart, excluded, deleted) drops out
-        for topic in found.left_out:
-            gauge.labels(topic).set(1)
+        self.metrics.count_left_out(found.left_out)
 
     def _subscribe(self, names: list[str]) -> None:
         if names == self._subscribed:
@@ -649,39 +520,6 @@ class Replicator:
             self.consumer.unsubscribe()
             log.warning("no source topic matches the configured topics; waiting")
         self._subscribed = names
-
-    def _hold_recreated(self, lanes: Iterable[Lane], found: Discovered) -> None:
-        """Invariant 7: a lane never copies a recreated topic under the old topic's id and
-        positions. Held back by policy, its partitions stay stopped. Under the policy
-        replicate, discovery has recorded the new id, and the process ends so that the restart
-        copies the new topic cleanly (its committed offsets went with the old one). Judged on
-        the lanes themselves, not on a list of running topics taken when the round began:
-        partitions assigned while it ran hold the id they were assigned with."""
-        for lane in lanes:
-            detail = found.recreated.get(lane.topic)
-            if detail is not None:
-                if not lane.stopped:
-                    self._stop(lane, "topic_recreated", detail, offset=lane.committable)
-                continue
-            topic = found.topics.get(lane.topic)
-            if topic is not None and topic.topic_id != lane.topic_id:
-                raise ReplicatorError(
-                    f"source topic {lane.topic} was deleted and recreated while replicated; "
-                    "exiting so that the restart replicates the new one (policy replicate)"
-                )
-
-    def _update_lag(self) -> None:
-        for lane in self.lanes.values():
-            try:
-                _low, high = self.consumer.get_watermark_offsets(
-                    TopicPartition(lane.topic, lane.partition), cached=True
-                )
-            except KafkaException:
-                continue
-            if high >= 0 and lane.committable >= 0:
-                self.metrics.lag.labels(lane.topic, str(lane.partition)).set(
-                    high - lane.committable
-                )
 
     # -- shutdown -----------------------------------------------------------------------------
 

@@ -1,8 +1,15 @@
-"""Stage 1's Prometheus metrics, in a registry of its own (one per process)."""
+"""Stage 1's Prometheus metrics, in a registry of its own (one per process), and their
+bookkeeping: the lag of the lanes, the left-out gauge, a lane's series dropped when it goes."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterable
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from replicator.lanes import Lane
 
 
 class ReplicatorMetrics:
@@ -74,3 +81,29 @@ class ReplicatorMetrics:
             "Source partitions this instance owns.",
             registry=r,
         )
+
+    def count_left_out(self, topics: Iterable[str]) -> None:
+        """The left-out gauge after a discovery round: 1 for each topic it leaves out."""
+        gauge = self.topics_left_out
+        gauge.clear()  # a topic no longer left out (renamed apart, excluded, deleted) drops out
+        for topic in topics:
+            gauge.labels(topic).set(1)
+
+    def forget(self, lane: Lane) -> None:
+        """Drop the series of a lane this instance no longer owns (revoked, lost, rejoined)."""
+        with contextlib.suppress(KeyError):
+            self.lag.remove(lane.topic, str(lane.partition))
+        if lane.stopped:
+            self.partitions_stopped.remove(lane.topic, str(lane.partition), lane.stopped)
+
+    def update_lag(self, consumer: Consumer, lanes: Iterable[Lane]) -> None:
+        """Each lane's lag from the consumer's cached high watermark (no request to the broker)."""
+        for lane in lanes:
+            try:
+                _low, high = consumer.get_watermark_offsets(
+                    TopicPartition(lane.topic, lane.partition), cached=True
+                )
+            except KafkaException:
+                continue
+            if high >= 0 and lane.committable >= 0:
+                self.lag.labels(lane.topic, str(lane.partition)).set(high - lane.committable)
