@@ -1,5 +1,5 @@
-"""Where newly assigned source partitions start: their committed offsets, their topics'
-descriptions, and the lanes made of them.
+"""The lanes of the source partitions this instance owns: where newly assigned partitions start
+(their committed offsets, their topics' descriptions), and the lanes dropped when they go.
 
 A partition never committed starts where REPLICATION_START_FROM says, pinned to a real offset.
 An error reading a committed offset is never taken for "never committed": that would re-read or,
@@ -8,12 +8,13 @@ with ``latest``, skip.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 from replicator.discovery import Discovered, TopicDiscovery
 from replicator.lanes import Lane, lane_of
+from replicator.metrics import ReplicatorMetrics
 from runtime import call_retrying, get_logger
 
 # The copy loop's logger: these lines were the loop's, and a log query selects on its logger name.
@@ -110,3 +111,26 @@ def _start_offset(consumer: Consumer, tp: TopicPartition, start_from: str) -> in
         TopicPartition(tp.topic, tp.partition), timeout=REBALANCE_FLUSH_S
     )
     return int(high)
+
+
+def lose(
+    consumer: Consumer,
+    partitions: list[TopicPartition],
+    lanes: MutableMapping[tuple[str, int], Lane],
+    metrics: ReplicatorMetrics,
+) -> None:
+    """Partitions lost: the group moved on without us, so committing is no longer ours to do."""
+    for tp in partitions:
+        lane = lanes.pop((tp.topic, tp.partition), None)
+        if lane is not None:
+            metrics.forget(lane)
+    consumer.incremental_unassign(partitions)
+    log.warning("partitions lost", count=len(partitions))
+
+
+def drop_all(lanes: MutableMapping[tuple[str, int], Lane], metrics: ReplicatorMetrics) -> None:
+    """Every lane gone at once, with its metrics: the consumer that owned them is closed."""
+    for lane in lanes.values():
+        metrics.forget(lane)
+    lanes.clear()
+    metrics.assigned_partitions.set(0)

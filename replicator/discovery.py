@@ -156,7 +156,7 @@ class TopicDiscovery:
     def _check_topic_id(self, topic: SourceTopic) -> None:
         """Invariant 7 for a topic recreated under its name: recorded and reported here; its
         running lanes, which hold the old topic's id, are the copy loop's to stop or end on
-        (``Replicator._hold_recreated``)."""
+        (``replicator.stops.hold_recreated``)."""
         current = topic.topic_id.hex()
         recorded = self._records.topic_id(topic.name)
         if recorded == current:

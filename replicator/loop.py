@@ -1,10 +1,11 @@
 """The stage-1 loop: consume the source in batches, wrap runs of records in envelopes, produce
 them to each source partition's lane in staging, commit the acknowledged prefix.
 
-A *session* is the life of one idempotent, gapless producer. Within a session the envelopes of
-a source partition chain through `prev_offset` with no gap (invariant 2). ANY delivery error or
-a stall ends the session: the producer is dropped, every lane rewinds to its commit point and
-the next session starts with an empty `prev_offset`. Nothing is retried record by record.
+A *session* is the life of one idempotent, gapless producer (replicator/session.py). Within a
+session the envelopes of a source partition chain through `prev_offset` with no gap (invariant
+2). ANY delivery error or a stall ends the session: the producer is dropped, every lane rewinds
+to its commit point and the next session starts with an empty `prev_offset`. Nothing is retried
+record by record.
 
 Why this is at-least-once with chains stage 2 can trust is `Replicator._commit`, the one place
 a source offset is committed: its four numbered steps name the invariant each protects.
@@ -17,33 +18,32 @@ import enum
 import time
 from collections.abc import Callable, Collection, Iterator
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from envelope import RecordRow, encode_rows
-from replicator.access import consumer_refusal, delivery_refusal, raise_if_read_refused
-from replicator.assignment import REBALANCE_FLUSH_S, new_lanes, read_assigned
+from replicator.access import consumer_refusal
+from replicator.assignment import REBALANCE_FLUSH_S, drop_all, lose, new_lanes, read_assigned
 from replicator.batching import Run, cut_runs, row_of
-from replicator.clients import consumer_config, producer_config, report_client_error
+from replicator.clients import consumer_config, report_client_error
+from replicator.consume_errors import on_message_error
 from replicator.copies import count_passed_over, without_copies
 from replicator.discovery import Discovered, TopicDiscovery
 from replicator.discovery_thread import DiscoveryThread
 from replicator.flowrecords import FlowRecords
-from replicator.lanes import InFlight, Lane
+from replicator.lanes import Lane
 from replicator.metrics import ReplicatorMetrics
-from replicator.stops import hold_recreated, stop, stop_for_data_loss
+from replicator.session import StagingSession
+from replicator.stops import hold_recreated, stop_too_large
 from replicator.topics import StagingTopic
 from runtime import (
-    ErrorClass,
     FencedJoins,
     NotAuthorizedError,
     Settings,
     admin_client,
-    classify,
     consume_ready,
     get_logger,
     kafka_error_of,
     member_fenced,
-    produce_when_room,
 )
 from runtime.topics import cluster_metadata
 
@@ -91,21 +91,17 @@ class Replicator:
             settings, records, source_admin, admin_client(settings.destination)
         )
         self._discovery_thread = DiscoveryThread(self.discovery.refresh, DISCOVERY_INTERVAL_S)
+        self._group = settings.names.replicator_group  # named if a read is refused
         self.lanes: dict[tuple[str, int], Lane] = {}
-        self._session = 0
-        self._session_error: str | None = None
         self._fatal: KafkaError | None = None
-        self._refused: NotAuthorizedError | None = None  # a missing ACL: stop, naming it
+        self._refused: NotAuthorizedError | None = None  # a read refused: stop, naming it
         self._max_envelope = staging.max_message_bytes - PRODUCE_OVERHEAD
         self._budget = min(settings.envelope_max_bytes, self._max_envelope)
         self.consumer = Consumer(consumer_config(self.settings, self._on_consumer_error))
-        self.producer = self._new_producer()
+        self.session = StagingSession(settings, staging, metrics, self.lanes)
         self._subscribed: list[str] = []
         self._abandoning = False
         self._fenced_joins = FencedJoins("source consumer")
-
-    def _new_producer(self) -> Producer:
-        return Producer(producer_config(self.settings, self.staging, self._on_producer_error))
 
     # -- the loop -----------------------------------------------------------------------------
 
@@ -148,9 +144,10 @@ class Replicator:
             messages = consume_ready(self.consumer, CONSUME_BATCH, CONSUME_TIMEOUT_S)
             if messages:
                 self._replicate(messages)
-            self._serve_producer()
-            if self._refused is not None:
-                raise self._refused
+            self.session.serve()
+            refused = self.session.refused or self._refused
+            if refused is not None:
+                raise refused
             if self._fatal is not None:
                 if not member_fenced(self._fatal):
                     raise KafkaException(self._fatal)
@@ -159,12 +156,12 @@ class Replicator:
             found = self._discovery_thread.take()  # at once; raises what ended the thread
             if found is not None:
                 self._apply(found)
-            if self._session_error is not None:
+            if self.session.error is not None:
                 self._end_session()
                 continue
             now = time.monotonic()
             if now >= next_watchdog:
-                self._watch_for_stall(now)
+                self.session.watch_for_stall(now)
                 next_watchdog = now + WATCHDOG_INTERVAL_S
             if now >= next_commit:
                 self._commit(Why.PERIODIC)
@@ -184,7 +181,10 @@ class Replicator:
         for message in messages:
             error = message.error()
             if error is not None:
-                self._on_message_error(message, error)
+                fenced = on_message_error(
+                    self.consumer, self.metrics, self.lanes, self._group, message, error
+                )
+                self._fatal = self._fatal or fenced
                 continue
             key = (message.topic(), message.partition())
             lane = self.lanes.get(key)
@@ -196,7 +196,7 @@ class Replicator:
             yield key, row, size  # a plain tuple: starred unpacking costs more per record
 
     def _ship(self, lane: Lane, run: Run) -> None:
-        if lane.stopped or self._session_error is not None:
+        if lane.stopped or self.session.error is not None:
             return  # the session restart rewinds this lane to its commit point
         covers = run.rows[-1][0]
         rows, size = without_copies(run)  # loop prevention (replicator/copies.py)
@@ -220,14 +220,8 @@ class Replicator:
         )
         if len(data) > self._max_envelope:
             if len(rows) == 1:
-                stop(
-                    self.consumer,
-                    self.metrics,
-                    lane,
-                    "record_too_large",
-                    f"source record of {len(data)} bytes (in its envelope) does not fit staging "
-                    f"{self.staging.name} (max.message.bytes {self.staging.max_message_bytes})",
-                    offset=rows[0][0],
+                stop_too_large(
+                    self.consumer, self.metrics, lane, self.staging, len(data), rows[0][0]
                 )
                 return
             # The size estimate was short (many small headers): halve and send in order.
@@ -236,84 +230,10 @@ class Replicator:
             if not lane.stopped:
                 self._send(lane, rows[half:], covers)
             return
-        flight = lane.sent(rows[-1][0], covers, time.monotonic())
-        session = self._session
-
-        def delivered(error: KafkaError | None, _message: Message) -> None:
-            self._delivered(error, lane, flight, session)
-
-        try:
-            produced = produce_when_room(
-                self.producer,
-                self.staging.name,
-                # A full local queue waits only while the session is healthy; a stall ends it
-                # (and the restart rewinds this lane).
-                keep_waiting=self._session_healthy,
-                value=data,
-                partition=lane.staging_partition,
-                on_delivery=delivered,
-            )
-        except KafkaException as exc:
-            # E.g. the producer turned fatal on a gap before its error callback ran.
-            # Invariant 2: end the session; never retry this envelope alone.
-            self._session_error = f"produce_error:{kafka_error_of(exc).name()}"
-            return
-        if produced:
-            self.metrics.envelopes.inc()
-
-    def _session_healthy(self) -> bool:
-        if self._session_error is None:
-            self._watch_for_stall(time.monotonic())
-        return self._session_error is None
-
-    def _delivered(
-        self, error: KafkaError | None, lane: Lane, flight: InFlight, session: int
-    ) -> None:
-        if session != self._session:
-            return  # a dropped producer's late report: its lanes have rewound already
-        if error is not None:
-            denied = delivery_refusal(error, self.staging.name)
-            if denied is not None:
-                self._refused = denied  # no session mends a missing ACL
-                self._session_error = self._session_error or f"refused:{error.name()}"
-                return
-            # Invariant 2: ANY delivery error ends the session, never a retry of one envelope.
-            if self._session_error is None:
-                self._session_error = f"delivery_error:{error.name()}"
-                log.warning(
-                    "envelope delivery failed",
-                    topic=lane.topic,
-                    partition=lane.partition,
-                    last_offset=flight.last_offset,
-                    error=error.str(),
-                )
-            return
-        lane.acknowledged(flight)
-
-    # -- sessions -----------------------------------------------------------------------------
-
-    def _watch_for_stall(self, now: float) -> None:
-        oldest = min(
-            (t for lane in self.lanes.values() if (t := lane.oldest_unacked_at()) is not None),
-            default=None,
-        )
-        if oldest is not None and now - oldest > self.settings.stall_timeout_ms / 1000:
-            self._session_error = "stall"
-            log.warning(
-                "no acknowledgement from staging: ending the session",
-                seconds=round(now - oldest, 1),
-            )
-
-    def _on_producer_error(self, error: KafkaError) -> None:
-        if error.fatal():
-            # A gapless idempotent producer turns a gap into a fatal error: end the session.
-            self._session_error = f"fatal:{error.name()}"
-        report_client_error(self.metrics, "target", error)
+        self.session.send(lane, data, rows[-1][0], covers)
 
     def _on_consumer_error(self, error: KafkaError) -> None:
-        self._refused = self._refused or consumer_refusal(
-            error, self.settings.names.replicator_group
-        )
+        self._refused = self._refused or consumer_refusal(error, self._group)
         if error.fatal():
             # The loop stops on it, unless our static member was fenced: it joins again then.
             self._fatal = error
@@ -347,14 +267,13 @@ class Replicator:
         """
         lanes = self.lanes.values() if lanes is None else lanes
         if why is Why.HANDOVER:  # step 1
-            remaining = self._serve_producer(flush_s, flush=True)
+            remaining = self.session.serve(flush_s, flush=True)
             if remaining:
                 log.warning("envelopes unacknowledged; they will be read again", count=remaining)
         elif why is Why.SESSION_END:
-            self._session += 1  # the old producer's late reports no longer touch any lane
-            self._retire_producer()
+            self.session.drop()  # the old producer's late reports no longer touch any lane
         else:
-            self._serve_producer()
+            self.session.serve()
         moved = [  # step 2
             lane for lane in lanes if lane.committable >= 0 and lane.committable > lane.committed
         ]
@@ -373,43 +292,15 @@ class Replicator:
                 if not lane.stopped:
                     position = TopicPartition(lane.topic, lane.partition, lane.committable)
                     self.consumer.seek(position)
-            self.producer = self._new_producer()
-
-    def _serve_producer(self, timeout_s: float = 0.0, *, flush: bool = False) -> int:
-        """Serve delivery reports; returns what ``flush``/``poll`` return (with ``flush``: the
-        envelopes still unacknowledged).
-
-        The client raises a producer's fatal error from ``poll``/``flush`` (a gap, with
-        ``enable.gapless.guarantee``): invariant 2 makes that the end of the session, whose
-        restart rewinds every lane, never the end of the process.
-        """
-        try:
-            served = self.producer.flush(timeout_s) if flush else self.producer.poll(timeout_s)
-            return int(served)
-        except KafkaException as exc:
-            error = kafka_error_of(exc)
-            if not error.fatal():
-                raise
-            if self._session_error is None:
-                self._session_error = f"fatal:{error.name()}"
-            return len(self.producer)
-
-    def _retire_producer(self) -> None:
-        """Drop the session's producer without serving it again. Purging its in-flight
-        requests is itself a gap to a gapless producer, which turns fatal a moment later: that
-        error belongs to the session just ended, so nothing may poll this producer again (a
-        poll raised it and stopped the process, found by a broker paused past the stall
-        timeout)."""
-        with contextlib.suppress(KafkaException):
-            self.producer.purge()
+            self.session.producer = self.session.new_producer()
 
     def _end_session(self) -> None:
         """ANY delivery error, a produce error or a stall ends the session (invariant 2)."""
-        reason = self._session_error or "unknown"
+        reason = self.session.error or "unknown"
         self.metrics.session_restarts.labels(reason.split(":")[0]).inc()
         self._commit(Why.SESSION_END)
-        self._session_error = None
-        log.warning("stage-1 session restarted", reason=reason, session=self._session)
+        self.session.error = None
+        log.warning("stage-1 session restarted", reason=reason, session=self.session.number)
 
     # -- partitions ---------------------------------------------------------------------------
 
@@ -423,7 +314,7 @@ class Replicator:
         consumer.incremental_assign(
             [TopicPartition(lane.topic, lane.partition, lane.committable) for lane in lanes]
         )
-        hold_recreated(consumer, self.metrics, lanes, found)
+        hold_recreated(self.consumer, self.metrics, lanes, found)
         self.metrics.assigned_partitions.set(len(self.lanes))
         log.info("partitions assigned", count=len(lanes), total=len(self.lanes))
 
@@ -441,13 +332,7 @@ class Replicator:
         log.info("partitions revoked", count=len(revoked), total=len(self.lanes))
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        # The group moved on without us: committing is no longer ours to do.
-        for tp in partitions:
-            lane = self.lanes.pop((tp.topic, tp.partition), None)
-            if lane is not None:
-                self.metrics.forget(lane)
-        consumer.incremental_unassign(partitions)
-        log.warning("partitions lost", count=len(partitions))
+        lose(consumer, partitions, self.lanes, self.metrics)
 
     def _join_again(self, fenced: KafkaError) -> None:
         """The group coordinator fenced our static member: most often by our own later join,
@@ -462,41 +347,13 @@ class Replicator:
         # lead the acknowledgements. The released producer's late reports touch no lane.
         self._abandon()
         self._abandoning = False  # the new consumer's revokes commit their handover again
-        for lane in self.lanes.values():
-            self.metrics.forget(lane)
-        self.lanes.clear()
-        self.metrics.assigned_partitions.set(0)
+        drop_all(self.lanes, self.metrics)
         # What the old clients left (the fenced error, the purged producer's gap) ended with them.
-        self._fatal = self._session_error = None
+        self._fatal = self.session.error = None
         self.consumer = Consumer(consumer_config(self.settings, self._on_consumer_error))
-        self.producer = self._new_producer()
+        self.session.producer = self.session.new_producer()
         topics, self._subscribed = self._subscribed, []
         self._subscribe(topics)  # the new consumer's own subscription, to the same topics
-
-    def _on_message_error(self, message: Message, error: KafkaError) -> None:
-        # Before the partition is taken for one with an unreadable record:
-        raise_if_read_refused(error, self.settings.names.replicator_group, message.topic())
-        if member_fenced(error):
-            # librdkafka gives a consumer's fatal error as a message: for the loop to decide.
-            self._fatal = self._fatal or error
-            return
-        if error.code() == KafkaError._AUTO_OFFSET_RESET and message.topic() is not None:
-            lane = self.lanes.get((message.topic(), message.partition()))
-            stop_for_data_loss(self.consumer, self.metrics, lane)
-            return
-        lane = self.lanes.get((message.topic(), message.partition()))
-        offset = message.offset()
-        if lane is not None and offset is not None and offset >= 0 and not lane.stopped:
-            # A record librdkafka cannot deliver (bad compression, bad CRC): it moves past
-            # that batch, and going on would leave a silent gap. Stop the partition instead.
-            detail = f"{error.name()}: {error.str()}"
-            stop(self.consumer, self.metrics, lane, "unreadable_record", detail, offset=offset)
-            return
-        if classify(error) is ErrorClass.FATAL:
-            raise KafkaException(error)
-        log.warning(
-            "consume error", topic=message.topic(), partition=message.partition(), error=error.str()
-        )
 
     # -- topics -------------------------------------------------------------------------------
 
@@ -528,24 +385,14 @@ class Replicator:
         commit left them (invariant 3 holds: they never lead the acknowledgements), and the
         restart reads the rest again."""
         self._abandoning = True
-        self._release_producer()
+        self.session.release()
         with contextlib.suppress(KafkaException, RuntimeError):
             self.consumer.close()
-
-    def _release_producer(self) -> None:
-        """Let the producer go before the process exits. Its envelopes' delivery callbacks hold
-        this loop, and so the producer, where the collector cannot see them: purged and served
-        (their reports touch no lane), they let runtime/role.py destroy it. Not close(): that
-        flushes without a bound (message.timeout.ms 0)."""
-        self._session += 1
-        self._retire_producer()
-        with contextlib.suppress(KafkaException):
-            self.producer.flush(0)
 
     def _drain(self) -> None:
         """SIGTERM: stop fetching, wait for acknowledgements, commit them, leave the group."""
         log.info("draining", lanes=len(self.lanes))
         self._commit(Why.HANDOVER, flush_s=DRAIN_FLUSH_S)
         self.consumer.close()
-        self._release_producer()  # what the flush left unacknowledged is read again
+        self.session.release()  # what the flush left unacknowledged is read again
         log.info("drained")

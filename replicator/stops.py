@@ -16,6 +16,7 @@ from replicator.discovery import Discovered
 from replicator.errors import ReplicatorError
 from replicator.lanes import Lane
 from replicator.metrics import ReplicatorMetrics
+from replicator.topics import StagingTopic
 from runtime import get_logger
 
 # The copy loop's logger: these lines were the loop's, and a log query selects on its logger name.
@@ -42,6 +43,26 @@ def stop(
         partition=lane.partition,
         offset=offset,
         detail=detail,
+    )
+
+
+def stop_too_large(
+    consumer: Consumer,
+    metrics: ReplicatorMetrics,
+    lane: Lane,
+    staging: StagingTopic,
+    size: int,
+    offset: int,
+) -> None:
+    """A record at ``offset`` whose envelope alone, of ``size`` bytes, does not fit staging."""
+    stop(
+        consumer,
+        metrics,
+        lane,
+        "record_too_large",
+        f"source record of {size} bytes (in its envelope) does not fit staging "
+        f"{staging.name} (max.message.bytes {staging.max_message_bytes})",
+        offset=offset,
     )
 
 
