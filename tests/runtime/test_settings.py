@@ -43,7 +43,7 @@ def test_seed_variables_map_exactly():
     assert loaded.destination.bootstrap_servers == ("target-1:9092",)
     assert loaded.source.topic == "orders"
     assert loaded.destination.topic == "orders-copy"
-    # No client of ours asks a broker to create a topic by naming it (runtime/settings.py).
+    # No client of ours asks a broker to create a topic by naming it (runtime/cluster_settings.py).
     no_auto_create = {"allow.auto.create.topics": "false"}
     assert loaded.source.client_config() == {
         "bootstrap.servers": "source-1:9092,source-2:9092",

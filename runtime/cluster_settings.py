@@ -1,0 +1,51 @@
+"""One Kafka cluster's settings: where it is, the seed's one topic, librdkafka passthrough.
+
+Part of the settings schema (runtime/settings.py: ``Settings.source``, ``Settings.destination``),
+and what every client of a cluster is configured from.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+from runtime.settings_types import Servers, TopicName
+from runtime.settings_variables import BOOTSTRAP_ALIAS
+
+
+class ClusterSettings(BaseModel):
+    """One Kafka cluster: where it is, the seed's one topic, and librdkafka passthrough."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_by_name=True)
+
+    # mypy checks Field like a dataclass field, whose alias must be a literal; pydantic's is not.
+    bootstrap_servers: Servers = Field(  # type: ignore[literal-required]
+        alias=BOOTSTRAP_ALIAS,
+        description="Required. Comma-separated host:port list; IPv6 in brackets ([::1]:9092).",
+    )
+    topic: TopicName | None = Field(
+        None,
+        alias="TOPIC",
+        description="The seed's one-topic form: the source topic, and its name on the "
+        "destination (default: the same name).",
+    )
+    # Not variables themselves: filled from <cluster>_PROPERTIES_* (runtime.properties).
+    properties: dict[str, str] = Field(default_factory=dict)
+    secret_properties: dict[str, SecretStr] = Field(default_factory=dict)
+
+    def client_config(self) -> dict[str, str]:
+        """bootstrap.servers and the passthrough properties, ready for confluent_kafka."""
+        config = {
+            "bootstrap.servers": ",".join(self.bootstrap_servers),
+            # Never create a topic by asking for it. Brokers create one on any metadata request
+            # that names it (auto.create.topics.enable, on by default), and librdkafka's producers
+            # and admin clients ask that way: stage 1's check for a destination topic created it
+            # with the broker's num.partitions (1) a moment before its own create (6), which then
+            # answered "already exists", and stage 2 could not write the source's partition 3.
+            # Every topic of a flow is created by the role that owns it, as its source has it.
+            "allow.auto.create.topics": "false",
+        }
+        config.update(self.properties)
+        config.update(
+            {name: value.get_secret_value() for name, value in self.secret_properties.items()}
+        )
+        return config
