@@ -20,13 +20,16 @@ class ClusterSettings(BaseModel):
     # mypy checks Field like a dataclass field, whose alias must be a literal; pydantic's is not.
     bootstrap_servers: Servers = Field(  # type: ignore[literal-required]
         alias=BOOTSTRAP_ALIAS,
-        description="Required. Comma-separated host:port list; IPv6 in brackets ([::1]:9092).",
+        description="The cluster's brokers (the source's or the target's, as the name says): a "
+        "comma-separated `host:port` list, IPv6 in brackets (`[::1]:9092`).",
     )
     topic: TopicName | None = Field(
         None,
         alias="TOPIC",
-        description="The seed's one-topic form: the source topic, and its name on the "
-        "destination (default: the same name).",
+        description="The seed's one-topic form. `KAFKA_CLUSTERS_SOURCE_TOPIC`: one source topic "
+        "to replicate; not together with `REPLICATION_TOPICS_INCLUDE`. "
+        "`KAFKA_CLUSTERS_DESTINATION_TOPIC`: its name on the target (default: the source topic's "
+        "name); needs `KAFKA_CLUSTERS_SOURCE_TOPIC`.",
     )
     # Not variables themselves: filled from <cluster>_PROPERTIES_* (runtime.properties).
     properties: dict[str, str] = Field(default_factory=dict)

@@ -3,10 +3,12 @@
 A field with an ``alias`` is an environment variable; a field of type ``ClusterSettings`` is
 a group of them (``KAFKA_CLUSTERS_SOURCE`` + ``_`` + ``BOOTSTRAP_SERVERS``). Adding a
 variable is one field here: the unknown-variable check, error messages, ``exactly config`` and
-the reference table of docs/configuration.md (its ``description``) all read the fields. The
-rest lives beside it and is imported from here: the cross-field checks
-(runtime/settings_checks.py), topic naming and collisions (runtime/topic_naming.py), loading and
-printing (runtime/settings_environment.py).
+the reference table of docs/configuration.md all read the fields. A field's ``description``
+(Markdown) is its row in that table, the only place its meaning is written; its default is the
+default column unless ``json_schema_extra={"shown_default": ...}`` says it better
+(runtime/settings_docs.py). The rest lives beside it and is imported from here: the
+cross-field checks (runtime/settings_checks.py), topic naming and collisions
+(runtime/topic_naming.py), loading and printing (runtime/settings_environment.py).
 """
 
 from __future__ import annotations
@@ -86,68 +88,75 @@ class Settings(BaseSettings):
     topics_include: Patterns = Field(
         (),
         alias="REPLICATION_TOPICS_INCLUDE",
-        description="Comma-separated regular expressions, full match: source topics to "
-        "replicate (not with KAFKA_CLUSTERS_SOURCE_TOPIC). Topics starting with __ "
-        "(Kafka's internal ones) never match.",
+        description="Comma-separated regular expressions, full match: source topics to replicate "
+        "(not with `KAFKA_CLUSTERS_SOURCE_TOPIC`). Topics starting with `__` (Kafka's own) never "
+        "match. A comma inside an expression is written `\\x2c`.",
     )
     topics_exclude: Patterns = Field(
         (),
         alias="REPLICATION_TOPICS_EXCLUDE",
         description="Comma-separated regular expressions, full match: source topics never "
-        "replicated; wins over the include list and over KAFKA_CLUSTERS_SOURCE_TOPIC.",
+        "replicated; wins over the include list and over `KAFKA_CLUSTERS_SOURCE_TOPIC`.",
     )
     rename_pattern: Pattern | None = Field(
         None,
         alias="REPLICATION_TOPICS_RENAME_PATTERN",
-        description="A regular expression, full match against the name of each source topic "
-        "the include list picks: a topic it matches is renamed by "
-        "REPLICATION_TOPICS_RENAME_REPLACEMENT, one it does not match keeps its name; then "
-        "REPLICATION_DESTINATION_TOPIC applies to the result. Set both or neither; not with "
-        "KAFKA_CLUSTERS_SOURCE_TOPIC.",
+        description="A regular expression, full match against the name of each source topic the "
+        "include list picks: a topic it matches is renamed by "
+        "`REPLICATION_TOPICS_RENAME_REPLACEMENT`, one it does not match keeps its name; "
+        "`REPLICATION_DESTINATION_TOPIC` then applies to the result (`{topic}` is the new name). "
+        "Set both or neither; not with `KAFKA_CLUSTERS_SOURCE_TOPIC`.",
     )
     rename_replacement: Annotated[str, BeforeValidator(non_empty)] | None = Field(
         None,
         alias="REPLICATION_TOPICS_RENAME_REPLACEMENT",
-        description="The new name of a topic REPLICATION_TOPICS_RENAME_PATTERN matches, "
-        "\\1 or \\g<name> standing for the pattern's groups (pattern (.*)\\.orders, "
-        "replacement \\1.sales: eu.orders -> eu.sales). Two replicated topics given one "
-        "destination name, or one given a name of the flow's own topics or starting with __, "
-        "stop stage 1.",
+        description="The new name of a topic `REPLICATION_TOPICS_RENAME_PATTERN` matches, `\\1` "
+        "or `\\g<name>` standing for the pattern's groups: pattern `(.*)\\.orders`, replacement "
+        "`\\1.sales` copies `eu.orders` to `eu.sales`. Two replicated topics given one "
+        "destination name, or one given the name of a topic of the flow or starting with `__`, "
+        "stop stage 1 at start-up (exit 2, one line naming them); a topic created later under a "
+        "clashing name is left out instead (see [Renaming "
+        "topics](topologies.md#renaming-topics)).",
     )
     topic_template: Annotated[str, AfterValidator(check_topic_template)] = Field(
         "{topic}",
         alias="REPLICATION_DESTINATION_TOPIC",
-        description="Destination name of each topic picked by REPLICATION_TOPICS_INCLUDE: "
-        "{topic} is the source name, or its new name when REPLICATION_TOPICS_RENAME_PATTERN "
-        "renames it (default: the same name; e.g. dr.{topic}).",
+        description="Destination name of each topic the include list picks, `{topic}` standing "
+        "for the source name, or for its new name when `REPLICATION_TOPICS_RENAME_PATTERN` "
+        "renames it: `dr.{topic}`.",
     )
     flow: Annotated[str, AfterValidator(check_flow_name)] = Field(
         "default",
         alias="REPLICATION_FLOW",
-        description="Names the flow; staging, changelog and transactional ids derive from it.",
+        description="Names the flow; staging topic, changelog topic and transactional ids derive "
+        "from it (`[a-zA-Z0-9._-]`, at most 100 characters).",
     )
     instance_id: Annotated[str, AfterValidator(check_flow_name)] | None = Field(
         None,
         alias="REPLICATION_INSTANCE_ID",
-        description="A stable name for this instance, unique per instance of a flow (default: "
-        "the host name, which is a StatefulSet pod's name): static group membership, so a "
-        "restarted instance takes its partitions back at once instead of after the group's "
-        "session timeout; and stage 2's transactional.id.",
+        description="A stable name per instance of a stage, unique within its flow (the host "
+        "name is a StatefulSet pod's name): its static group membership, so a restarted instance "
+        "takes its partitions back at once instead of after the group's session timeout; and "
+        "stage 2's `transactional.id`. See [Identity and "
+        "restarts](roles.md#identity-and-restarts-both-stages).",
+        json_schema_extra={"shown_default": "the host name"},
     )
     workers: int = Field(
         1,
         ge=1,
         le=64,
         alias="REPLICATION_WORKERS",
-        description="Processes of a stage in one container (`exactly replicator`, `exactly "
-        "deduplicator`, `exactly run`): each a member of the stage's group with an identity "
-        "of its own (<identity>-<n>) and state directory (STATE_DIR/worker-<n>), for a "
-        "machine with more cores than one Python process uses.",
+        description="Processes of each stage in one container (`exactly replicator`, `exactly "
+        "deduplicator`, `exactly run`), for a machine with more cores than one Python process "
+        "uses: each a member of the stage's group with its own identity (`<identity>-<n>`), "
+        "state directory (`STATE_DIR/worker-<n>`) and metrics port (`METRICS_PORT` + n); see "
+        "[Workers](roles.md#workers-replication_workers).",
     )
     staging_topic: TopicName | None = Field(
         None,
         alias="REPLICATION_STAGING_TOPIC",
-        description="The staging topic on the target (default: __exactly.<flow>.staging).",
+        description="The staging topic on the target.",
+        json_schema_extra={"shown_default": "`__exactly.<flow>.staging`"},
     )
     staging_partitions: int = Field(
         12,
@@ -155,21 +164,24 @@ class Settings(BaseSettings):
         le=10000,
         alias="REPLICATION_STAGING_PARTITIONS",
         description="Partitions (lanes) of the staging topic when stage 1 creates it; recorded "
-        "then, and a staging topic that no longer has them stops start-up.",
+        "then in `<staging>.meta` (key `lanes`), and a staging topic whose count changed stops "
+        "start-up.",
     )
     staging_retention_ms: int = Field(
         7 * 24 * 3600 * 1000,
         ge=3600 * 1000,
         alias="REPLICATION_STAGING_RETENTION_MS",
-        description="retention.ms of the staging topic when created: longer than the worst "
+        description="`retention.ms` of the staging topic when created: longer than the worst "
         "stage-2 outage.",
+        json_schema_extra={"shown_default": "`604800000` (7 days)"},
     )
     staging_compression: Literal["none", "lz4", "zstd", "snappy", "gzip"] = Field(
         "lz4",
         alias="REPLICATION_STAGING_COMPRESSION",
-        description="compression.type of stage 1's envelopes (each a batch of records of one "
-        "source partition). The destination's comes from "
-        "KAFKA_CLUSTERS_DESTINATION_PROPERTIES_COMPRESSION_TYPE (default none).",
+        description="`compression.type` of the envelopes stage 1 writes to staging, each a batch "
+        "of records of one source partition (`none`, `lz4`, `zstd`, `snappy`, `gzip`). The "
+        "destination's is stage 2's producer's, "
+        "`KAFKA_CLUSTERS_DESTINATION_PROPERTIES_COMPRESSION_TYPE` (librdkafka's default: none).",
     )
     envelope_max_records: int = Field(
         500,
@@ -182,46 +194,50 @@ class Settings(BaseSettings):
         1024 * 1024,
         ge=1024,
         alias="REPLICATION_ENVELOPE_MAX_BYTES",
-        description="Envelope size budget; a single larger record travels alone.",
+        description="Envelope size budget; a single larger record travels alone, one too large "
+        "for staging stops its partition.",
     )
     start_from: Literal["earliest", "latest"] = Field(
         "earliest",
         alias="REPLICATION_START_FROM",
         description="Where stage 1 starts in a source partition it has never committed: "
-        "earliest (all history) or latest. Logged for every such partition.",
+        "`earliest` (all history) or `latest`. Logged for every such partition.",
     )
     on_data_loss: Literal["stop"] = Field(
         "stop",
         alias="REPLICATION_ON_DATA_LOSS",
         description="When a source partition's committed offset fell behind its retention: stop "
-        "that partition, logged and counted with the number of records lost (the only policy "
-        "so far; to go on, reset the group's offset for it deliberately).",
+        "that partition, logged and counted with the number of records lost. The only policy so "
+        "far; to go on, reset the group's offset for that partition deliberately (e.g. with "
+        "`kafka-consumer-groups --reset-offsets`).",
     )
     on_topic_recreated: Literal["stop", "replicate"] = Field(
         "stop",
         alias="REPLICATION_ON_TOPIC_RECREATED",
-        description="A source topic deleted and recreated under the same name (its id changed): "
-        "stop its partitions (default), or replicate the new topic from REPLICATION_START_FROM "
-        "into the same destination. Logged either way.",
+        description="A source topic deleted and recreated under the same name (its id changed; "
+        "ids are recorded in `<staging>.meta`): `stop` its partitions, or `replicate` the new "
+        "topic from `REPLICATION_START_FROM` into the same destination. Logged either way.",
     )
     stall_timeout_ms: int = Field(
         30000,
         ge=1000,
         alias="REPLICATION_STALL_TIMEOUT_MS",
-        description="An envelope unacknowledged for this long ends the stage-1 session.",
+        description="An envelope unacknowledged for this long ends the stage-1 session (new "
+        "producer, rewind).",
     )
     provenance_header: bool = Field(
         True,
         alias="REPLICATION_PROVENANCE_HEADER",
-        description="Stage 2 adds the exactly.origin header (source cluster, partition, offset) "
-        "to every destination record; false writes the records exactly as they were.",
+        description="Stage 2 adds the `exactly.origin` header (`<source cluster "
+        "id>/<partition>/<offset>`) to every destination record; `false` writes the records "
+        "exactly as they were.",
     )
     commit_interval_ms: int = Field(
         100,
         ge=10,
         alias="REPLICATION_COMMIT_INTERVAL_MS",
-        description="Stage 2 commits its transaction at least this often while records flow "
-        "(and at once whenever staging has nothing more at hand).",
+        description="Stage 2 commits its transaction at least this often while records flow (and "
+        "at once whenever staging has nothing more at hand).",
     )
     commit_max_records: int = Field(
         100_000,
@@ -239,13 +255,15 @@ class Settings(BaseSettings):
         "deadletter",
         alias="REPLICATION_ON_BAD_ENVELOPE",
         description="A staging record that is not a valid envelope of this flow: copy it to "
-        "__exactly.<flow>.deadletter with the reason in headers (default), or stop.",
+        "`__exactly.<flow>.deadletter` with the reason in its headers (`deadletter`), or `stop`.",
     )
     groups_include: Patterns = Field(
         (),
         alias="OFFSETSYNC_GROUPS_INCLUDE",
-        description="Comma-separated regular expressions, full match: consumer groups whose "
-        "offsets are synced. Default: none (committing offsets on the target is opt-in).",
+        description="Comma-separated regular expressions, full match, like the topics': consumer "
+        "groups whose offsets are synced. Opt-in (none by default), as syncing commits offsets "
+        "on the target.",
+        json_schema_extra={"shown_default": "empty (no group)"},
     )
     groups_exclude: Patterns = Field(
         (),
@@ -262,37 +280,42 @@ class Settings(BaseSettings):
         "later.",
     )
     state_dir: Annotated[Path, BeforeValidator(non_empty)] = Field(
-        Path("state"), alias="STATE_DIR", description="Where the deduplicator keeps RocksDB."
+        Path("state"),
+        alias="STATE_DIR",
+        description="Where the deduplicator keeps its RocksDB state.",
+        json_schema_extra={"shown_default": "`./state`"},
     )
     metrics_port: int = Field(
         9464,
         ge=0,
         le=65535,
         alias="METRICS_PORT",
-        description="HTTP port for metrics and health; 0 turns it off. 9464 is the "
-        "Prometheus exporter default; give each role its own when several share a host.",
+        description="HTTP port for Prometheus metrics and health; `0` turns it off. 9464 is the "
+        "Prometheus exporter default; give each role its own when several share a host. Every "
+        "role also exports the standard process metrics (`process_resident_memory_bytes`, "
+        "`process_cpu_seconds_total`, open files).",
     )
     metrics_host: Annotated[str, BeforeValidator(non_empty)] = Field(
         "0.0.0.0",
         alias="METRICS_HOST",
-        description="The address METRICS_PORT binds to: 0.0.0.0 (every IPv4 address, what a "
-        "container's probes need), 127.0.0.1 to keep it on the host, :: for IPv6.",
+        description="The address `METRICS_PORT` binds to: `0.0.0.0` (every IPv4 address, what a "
+        "container's probes need), `127.0.0.1` to keep it on the host, `::` for IPv6.",
     )
     log_level: LogLevel = Field(
-        "INFO", alias="EXACTLY_LOG_LEVEL", description="DEBUG, INFO, WARNING or ERROR."
+        "INFO", alias="EXACTLY_LOG_LEVEL", description="`DEBUG`, `INFO`, `WARNING` or `ERROR`."
     )
     spark_jars: Annotated[str, BeforeValidator(non_empty)] | None = Field(
         None,
         alias="EXACTLY_SPARK_JARS",
-        description="exactly validate: Spark's Kafka connector as local jar files "
-        "(comma-separated, globs allowed) instead of resolving it from the local Maven "
-        "repository when Spark starts; the validator image sets it.",
+        description="`exactly validate`: Spark's Kafka connector as local jar files "
+        "(comma-separated, globs allowed: `/opt/spark-jars/*.jar`) instead of resolving it from "
+        "the local Maven repository (`~/.m2`) when Spark starts; the validator image sets it.",
     )
     log_format: LogFormat = Field(
         "text",
         alias="EXACTLY_LOG_FORMAT",
-        description="text (one key=value line per event) or json (one JSON object per line, "
-        "for log shippers).",
+        description="`text`: one `key=value` line per event; `json`: one JSON object per line, "
+        "for log shippers.",
     )
 
     @classmethod

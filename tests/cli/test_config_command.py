@@ -6,6 +6,7 @@ import os
 
 import pytest
 
+from runtime.settings_docs import BEGIN, END, reference_table
 from tests.commands import run_exactly
 
 VALID = {
@@ -91,4 +92,22 @@ def test_a_missing_required_variable_is_named():
     assert result.stderr.strip() == (
         "exactly: configuration error: KAFKA_CLUSTERS_DESTINATION_BOOTSTRAP_SERVERS: "
         "is required but not set"
+    )
+
+
+def test_markdown_prints_the_reference_table_without_reading_the_environment():
+    environ = _environ()
+    del environ["KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS"]
+    result = run_exactly("config", "--markdown", env=environ)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == reference_table()
+
+
+def test_write_docs_replaces_only_the_generated_part(tmp_path):
+    page = tmp_path / "configuration.md"
+    page.write_text(f"# Configuration\n\nprose\n\n{BEGIN}\n| old |\n{END}\n\nmore prose\n")
+    result = run_exactly("config", "--write-docs", str(page), env=_environ())
+    assert result.returncode == 0, result.stderr
+    assert page.read_text() == (
+        f"# Configuration\n\nprose\n\n{BEGIN}\n{reference_table()}{END}\n\nmore prose\n"
     )

@@ -1,5 +1,6 @@
 """docs/configuration.md documents every environment variable the settings read (docs/design.md
-§7), and the README and docs/ name no variable under the product's prefixes that they do not."""
+§7) in a table generated from the settings' own fields, and the README and docs/ name no variable
+under the product's prefixes that they do not."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 
 from runtime import load_settings, render_config
 from runtime.settings import DESTINATION_PREFIX, SOURCE_PREFIX
+from runtime.settings_docs import REGENERATE, reference_table, split_page
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGURATION = ROOT / "docs" / "configuration.md"
@@ -39,6 +41,23 @@ def test_every_variable_is_documented_in_the_configuration_page():
     page = CONFIGURATION.read_text()
     undocumented = [name for name in names if f"`{name}`" not in page]
     assert undocumented == []
+
+
+def test_the_configuration_table_is_the_one_the_settings_generate():
+    _, generated, _ = split_page(CONFIGURATION.read_text())
+    assert generated == reference_table(), (
+        "docs/configuration.md's table is not the one generated from the settings' fields "
+        f"(runtime/settings.py): regenerate it with `{REGENERATE}`"
+    )
+
+
+def test_the_table_names_each_field_variable_once_with_its_default():
+    rows = reference_table().splitlines()[2:]
+    names = [row.split(" | ")[0].removeprefix("| ") for row in rows]
+    assert len(names) == len(set(names))
+    assert "| `REPLICATION_FLOW` | `default` | Names the flow;" in reference_table()
+    assert "| `REPLICATION_PROVENANCE_HEADER` | `true` |" in reference_table()
+    assert "| `KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS` | required |" in reference_table()
 
 
 def test_every_variable_the_readme_and_docs_name_is_one_the_settings_read():
