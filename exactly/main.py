@@ -2,19 +2,39 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 import click
 
 from exactly.acls_command import acls
-from exactly.chaos_command import chaos
 from exactly.config_command import config
-from exactly.demo_command import demo
-from exactly.kafka_command import kafka
 from validator.command import validate
 
+# The kit's commands, by the module that defines each: imported only when named (or listed by
+# --help), so that what the image runs (`exactly run`, a role) never loads localkafka or the
+# demo kit (tests/cli/test_product_imports.py).
+_KIT_COMMANDS = {
+    "kafka": "exactly.kafka_command",
+    "demo": "exactly.demo_command",
+    "chaos": "exactly.chaos_command",
+}
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+
+class _Commands(click.Group):
+    """The group with the kit's commands loaded on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *_KIT_COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in _KIT_COMMANDS and cmd_name not in self.commands:
+            module = importlib.import_module(_KIT_COMMANDS[cmd_name])
+            self.add_command(getattr(module, cmd_name))
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="kafka-exactly")
 def cli() -> None:
     """kafka-exactly: exactly-once replication of Kafka topics between clusters."""
@@ -55,11 +75,8 @@ def run() -> None:
     sys.exit(run_supervised())
 
 
-cli.add_command(kafka)
 cli.add_command(acls)
 cli.add_command(config)
-cli.add_command(demo)
-cli.add_command(chaos)
 cli.add_command(validate)
 
 

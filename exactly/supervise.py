@@ -33,7 +33,6 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from exactly.roles import DEDUPLICATOR, OFFSETSYNC, REPLICATOR
-from localkafka import RoleProcess
 from runtime import (
     ConfigError,
     ExactlyError,
@@ -45,6 +44,7 @@ from runtime import (
 )
 from runtime.liveness import Heartbeat
 from runtime.role import EXIT_CONFIG, run_role
+from runtime.role_process import RoleProcess
 
 log = get_logger("run")
 
