@@ -18,7 +18,7 @@ import click
 from exactly.chaos.html import HTML_NAME
 from exactly.chaos.plan import DEFAULT_SPACING_S
 from exactly.chaos.run import ChaosOptions, ChaosRun, chaos_directory
-from exactly.demo.progress import DemoView
+from exactly.harness.progress import DemoView
 from exactly.signals import run_to_the_end
 
 EXIT_CLEAN = 0

@@ -11,10 +11,10 @@ import sys
 
 import click
 
-from exactly.demo.clusters import demo_directory
-from exactly.demo.progress import DemoView
 from exactly.demo.scenario import DemoOptions, DemoRun
 from exactly.demo.two_way import ActiveActiveRun
+from exactly.harness.clusters import demo_directory
+from exactly.harness.progress import DemoView
 from exactly.signals import run_to_the_end
 
 EXIT_CLEAN = 0

@@ -12,7 +12,7 @@ from types import FrameType
 import click
 from confluent_kafka import KafkaException
 
-from exactly.demo.progress import DemoView
+from exactly.harness.progress import DemoView
 from runtime import ExactlyError
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)

@@ -14,6 +14,6 @@ One job per module:
     html.py       the same report as one self-contained page
 
 The traffic, the record-by-record verdict, the consumer-group failovers and the second verdict
-(`exactly validate --require-complete`, exactly/demo/audit.py) are the demo's (exactly/demo/),
-so both commands prove the same thing the same way.
+(`exactly validate --require-complete`, exactly/harness/audit.py) are shared with the demo
+(exactly/harness/), so both commands prove the same thing the same way.
 """

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from exactly.chaos.errors import ChaosError
-from exactly.demo.quiet import QUIET_CLIENT_LOG
+from exactly.harness.quiet import QUIET_CLIENT_LOG
 
 _COMMIT_EVERY_S = 1.0
 _BATCH = 200

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from exactly.chaos.html import write_html
 from exactly.chaos.plan import Kind
-from exactly.demo.traffic import TrafficCounts
+from exactly.harness.traffic import TrafficCounts
 
 if TYPE_CHECKING:  # run.py imports this module
     from exactly.chaos.run import ChaosOptions, ChaosOutcome

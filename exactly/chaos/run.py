@@ -37,12 +37,12 @@ from exactly.chaos.plan import (
 )
 from exactly.chaos.report import longest_stall, stall_causes, write_report
 from exactly.chaos.world import Instance, World
-from exactly.demo.audit import AuditResult, run_audit
-from exactly.demo.cleanup import clean_up
-from exactly.demo.clusters import DemoClusters, DemoLock
-from exactly.demo.destination import DestinationWatch
-from exactly.demo.errors import DemoError
-from exactly.demo.failover import (
+from exactly.harness.audit import AuditResult, run_audit
+from exactly.harness.cleanup import clean_up
+from exactly.harness.clusters import DemoClusters, DemoLock
+from exactly.harness.destination import DestinationWatch
+from exactly.harness.errors import DemoError
+from exactly.harness.failover import (
     FailoverResult,
     GroupNotMovedError,
     StoppedGroup,
@@ -51,7 +51,7 @@ from exactly.demo.failover import (
     stop_halfway,
     stopped_at,
 )
-from exactly.demo.metrics import (
+from exactly.harness.metrics import (
     DEDUPLICATOR_DUPLICATES,
     OFFSETSYNC_CYCLES,
     OFFSETSYNC_FAILED_CYCLES,
@@ -61,9 +61,9 @@ from exactly.demo.metrics import (
     observe_roles,
     scrape_labelled,
 )
-from exactly.demo.progress import DemoView, RoleStatus, Snapshot
-from exactly.demo.traffic import INCLUDE_PATTERN, TOPICS, SampleTraffic, create_topics
-from exactly.demo.verdict import Verdict, judge, read_committed
+from exactly.harness.progress import DemoView, RoleStatus, Snapshot
+from exactly.harness.traffic import INCLUDE_PATTERN, TOPICS, SampleTraffic, create_topics
+from exactly.harness.verdict import Verdict, judge, read_committed
 from exactly.roles import DEDUPLICATOR, OFFSETSYNC, REPLICATOR
 from localkafka import LocalCluster, RoleProcess, default_state_dir, free_ports
 

@@ -25,19 +25,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from exactly.acls import apply_flow_grants, flow_grants
-from exactly.demo.audit import VALIDATION_CHART, AuditResult, run_audit
-from exactly.demo.cleanup import clean_up
-from exactly.demo.clusters import SOURCE_NAME, TARGET_NAME, DemoClusters, DemoLock
-from exactly.demo.destination import DestinationWatch
-from exactly.demo.errors import DemoError
-from exactly.demo.failover import (
+from exactly.harness.audit import VALIDATION_CHART, AuditResult, run_audit
+from exactly.harness.cleanup import clean_up
+from exactly.harness.clusters import SOURCE_NAME, TARGET_NAME, DemoClusters, DemoLock
+from exactly.harness.destination import DestinationWatch
+from exactly.harness.errors import DemoError
+from exactly.harness.failover import (
     FailoverResult,
     GroupNotMovedError,
     await_moved,
     resume_and_compare,
     stop_halfway,
 )
-from exactly.demo.metrics import (
+from exactly.harness.metrics import (
     DEDUPLICATOR_DEAD_LETTERS,
     DEDUPLICATOR_DUPLICATES,
     DEDUPLICATOR_ORPHANS,
@@ -45,15 +45,15 @@ from exactly.demo.metrics import (
     RestartSafeCounters,
     observe_roles,
 )
-from exactly.demo.progress import DemoView, RoleStatus, Snapshot
-from exactly.demo.traffic import (
+from exactly.harness.progress import DemoView, RoleStatus, Snapshot
+from exactly.harness.traffic import (
     INCLUDE_PATTERN,
     TOPICS,
     SampleTraffic,
     TrafficCounts,
     create_topics,
 )
-from exactly.demo.verdict import Verdict, judge, read_committed
+from exactly.harness.verdict import Verdict, judge, read_committed
 from exactly.localenv import secured_pair_environment
 from exactly.roles import DEDUPLICATOR, OFFSETSYNC, REPLICATOR
 from localkafka import RoleProcess, free_ports

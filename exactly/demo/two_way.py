@@ -23,14 +23,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from envelope import HEADER_PROVENANCE, find_provenance
-from exactly.demo.cleanup import clean_up
-from exactly.demo.clusters import DemoClusters, DemoLock
-from exactly.demo.errors import DemoError
-from exactly.demo.metrics import REPLICATOR_RECORDS, RestartSafeCounters, observe_roles
-from exactly.demo.progress import DemoView
 from exactly.demo.scenario import DemoOptions
-from exactly.demo.traffic import INCLUDE_PATTERN, TOPICS, SampleTraffic, create_topics
-from exactly.demo.verdict import Reading, Record, Verdict, judge, read_committed
+from exactly.harness.cleanup import clean_up
+from exactly.harness.clusters import DemoClusters, DemoLock
+from exactly.harness.errors import DemoError
+from exactly.harness.metrics import REPLICATOR_RECORDS, RestartSafeCounters, observe_roles
+from exactly.harness.progress import DemoView
+from exactly.harness.traffic import INCLUDE_PATTERN, TOPICS, SampleTraffic, create_topics
+from exactly.harness.verdict import Reading, Record, Verdict, judge, read_committed
 from exactly.roles import DEDUPLICATOR, REPLICATOR
 from localkafka import LocalCluster, RoleProcess, free_ports
 

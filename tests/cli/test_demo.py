@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from envelope import HEADER_PROVENANCE, encode_provenance
-from exactly.demo.failover import ConsumedRecord, StoppedGroup, compare_resumed
-from exactly.demo.verdict import Reading, Record, compare_partition, judge
+from exactly.harness.failover import ConsumedRecord, StoppedGroup, compare_resumed
+from exactly.harness.verdict import Reading, Record, compare_partition, judge
 from localkafka import LocalCluster
 from tests.commands import exactly_command, run_exactly
 from tests.secured import assert_no_secret, secrets_of

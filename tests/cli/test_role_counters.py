@@ -1,5 +1,5 @@
 """The roles' counters as the demo and the chaos run read them: scraped from each role's
-`/metrics` over HTTP and summed across its restarts (exactly/demo/metrics.py)."""
+`/metrics` over HTTP and summed across its restarts (exactly/harness/metrics.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Gauge, Histogram, start_http_server
 
-from exactly.demo.metrics import RestartSafeCounters, observe_roles, scrape_labelled
+from exactly.harness.metrics import RestartSafeCounters, observe_roles, scrape_labelled
 from localkafka import free_ports
 
 CYCLES = "exactly_offsetsync_cycle_seconds_count"

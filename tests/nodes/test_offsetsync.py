@@ -9,8 +9,8 @@ import time
 
 from confluent_kafka import KafkaException
 
-from exactly.demo.errors import DemoError
-from exactly.demo.failover import process_and_stop, resume_on_target
+from exactly.harness.errors import DemoError
+from exactly.harness.failover import process_and_stop, resume_on_target
 from localkafka.replicas import group_coordinator
 from tests.kafka_helpers import produce_numbered, read_all
 from tests.nodes.flow import HOLD_S, PARTITIONS, RESTART_S, make_flow

@@ -13,7 +13,7 @@ from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartiti
 from confluent_kafka.admin import AdminClient
 
 # The two consumers are the demo's (`exactly demo` shows the same failover): one code for both.
-from exactly.demo.failover import ALL, process_and_stop, resume_on_target
+from exactly.harness.failover import ALL, process_and_stop, resume_on_target
 from localkafka.install import ensure_kafka
 from localkafka.node import java_executable
 from runtime import call_retrying

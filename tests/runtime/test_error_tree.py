@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("envelope", "runtime", "localkafka", "replicator", "deduplicator", "offsetsync")
 PACKAGES += ("validator", "exactly", "bench")
 # The modules that define error classes outside an errors.py.
-MODULES_WITH_ERRORS = ("runtime.http", "exactly.supervise", "exactly.demo.failover")
+MODULES_WITH_ERRORS = ("runtime.http", "exactly.supervise", "exactly.harness.failover")
 _DRAWN = re.compile(r"^(?P<indent>[│ ├└─]*?)(?:[├└]── )?(?P<name>[A-Z]\w+(?:Error|Exception))\b")
 
 

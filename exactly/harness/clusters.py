@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
-from exactly.demo.errors import DemoError
+from exactly.harness.errors import DemoError
 from localkafka import ClusterRegistry, LocalCluster, default_state_dir, ensure_kafka, start_all
 
 SOURCE_NAME = "demo-source"

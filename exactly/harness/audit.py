@@ -2,7 +2,7 @@
 the Spark audit a user runs on their own clusters, run as a user types it once the pipeline has
 drained.
 
-It is independent of the first verdict (exactly/demo/verdict.py reads both sides in this
+It is independent of the first verdict (exactly/harness/verdict.py reads both sides in this
 process): another reader (Spark's Java Kafka client), another matching (by the provenance
 header), and its own report files beside the chaos report. A run is clean only when both are.
 """

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from exactly.demo.quiet import QUIET_CLIENT_LOG
+from exactly.harness.quiet import QUIET_CLIENT_LOG
 
 _BATCH = 1000
 _METADATA_EVERY_S = 2.0

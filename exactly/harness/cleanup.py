@@ -9,10 +9,10 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping, Sequence
 
-from exactly.demo.clusters import DemoClusters, DemoLock
-from exactly.demo.destination import DestinationWatch
-from exactly.demo.progress import DemoView
-from exactly.demo.traffic import SampleTraffic
+from exactly.harness.clusters import DemoClusters, DemoLock
+from exactly.harness.destination import DestinationWatch
+from exactly.harness.progress import DemoView
+from exactly.harness.traffic import SampleTraffic
 from localkafka import RoleProcess
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
 
 from envelope import HEADER_PROVENANCE, Provenance, decode_provenance
-from exactly.demo.quiet import QUIET_CLIENT_LOG
+from exactly.harness.quiet import QUIET_CLIENT_LOG
 
 Partition = tuple[str, int]
 Headers = tuple[tuple[str, bytes | None], ...]

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 from envelope import HEADER_PROVENANCE
-from exactly.demo.errors import DemoError
-from exactly.demo.quiet import QUIET_CLIENT_LOG
-from exactly.demo.verdict import Record, read_committed
+from exactly.harness.errors import DemoError
+from exactly.harness.quiet import QUIET_CLIENT_LOG
+from exactly.harness.verdict import Record, read_committed
 
 ALL = -1  # process every record: a caught-up group
 _TIMEOUT_S = 60.0

@@ -16,8 +16,8 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from exactly.demo.failover import FailoverResult
-from exactly.demo.verdict import Verdict
+from exactly.harness.failover import FailoverResult
+from exactly.harness.verdict import Verdict
 
 _PLAIN_EVERY_S = 5.0
 _MAX_EXAMPLES = 12

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from exactly.demo.errors import DemoError
-from exactly.demo.quiet import QUIET_CLIENT_LOG
+from exactly.harness.errors import DemoError
+from exactly.harness.quiet import QUIET_CLIENT_LOG
 from runtime import (
     ExactlyError,
     abort_or_replace,
