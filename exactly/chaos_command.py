@@ -16,8 +16,9 @@ from pathlib import Path
 import click
 
 from exactly.chaos.html import HTML_NAME
+from exactly.chaos.options import ChaosOptions
 from exactly.chaos.plan import DEFAULT_SPACING_S
-from exactly.chaos.run import ChaosOptions, ChaosRun, chaos_directory
+from exactly.chaos.run import ChaosRun, chaos_directory
 from exactly.harness.progress import DemoView
 from exactly.signals import run_to_the_end
 

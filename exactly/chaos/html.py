@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import html
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -212,7 +212,23 @@ def _timeline_svg(
     def x(t: float) -> float:
         return _LEFT + plot_w * t / end if end else _LEFT
 
-    shapes = []
+    shapes = _lanes(faults, targets, stall, x, lanes_h)
+    shapes += _counts_chart(samples, x, lanes_h + 10, end)
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{_WIDTH}" height="{height}" '
+        f'role="img" aria-label="faults and records over time">{"".join(shapes)}</svg>'
+    )
+
+
+def _lanes(
+    faults: Sequence[Mapping[str, Any]],
+    targets: list[str],
+    stall: Mapping[str, Any] | None,
+    x: Callable[[float], float],
+    lanes_h: int,
+) -> list[str]:
+    """A lane per fault target with a bar per fault; the longest stall shaded."""
+    shapes: list[str] = []
     if stall:
         began, ended = float(stall["began_s"]), float(stall["ended_s"])
         shapes.append(
@@ -239,7 +255,14 @@ def _timeline_svg(
             f'fill="{colour}"><title>{_e(_kind(fault))} {_e(fault["target"])}: '
             f"{began:.1f}-{_ended(fault):.1f} s</title></rect>"
         )
-    top = lanes_h + 10
+    return shapes
+
+
+def _counts_chart(
+    samples: Sequence[Mapping[str, float]], x: Callable[[float], float], top: int, end: float
+) -> list[str]:
+    """The committed and destination counts over time, below the lanes from ``top`` down."""
+    shapes: list[str] = []
     peak = max((max(s["committed"], s["destination"]) for s in samples), default=0) or 1
 
     def y_of(count: float) -> float:
@@ -264,10 +287,7 @@ def _timeline_svg(
             f'<text x="{_WIDTH - _RIGHT}" y="{top + 10}" text-anchor="end">'
             f"destination gained up to {best:,.0f} records/s between samples</text>"
         )
-    return (
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{_WIDTH}" height="{height}" '
-        f'role="img" aria-label="faults and records over time">{"".join(shapes)}</svg>'
-    )
+    return shapes
 
 
 def _kind(fault: Mapping[str, Any]) -> str:

@@ -17,8 +17,9 @@ from exactly.chaos.html import write_html
 from exactly.chaos.plan import Kind
 from exactly.harness.traffic import TrafficCounts
 
-if TYPE_CHECKING:  # run.py imports this module
-    from exactly.chaos.run import ChaosOptions, ChaosOutcome
+if TYPE_CHECKING:
+    from exactly.chaos.options import ChaosOptions, ChaosOutcome
+    from exactly.chaos.world import Instance
 
 REPORT_NAME = "chaos-report.json"
 # A fault that ended this long before a stall began is named among its possible causes: a
@@ -162,6 +163,21 @@ def _cause_line(
         f"longest stall {stall.seconds:.1f} s, from {stall.began_s:.1f} s to "
         f"{stall.ended_s:.1f} s: " + "; ".join(clauses)
     )
+
+
+def role_rows(
+    instances: Mapping[str, Instance], drained: Mapping[str, int | None]
+) -> dict[str, dict[str, object]]:
+    """Each role instance's line of the report: its starts, exits and peak memory."""
+    return {
+        name: {
+            "starts": i.process.starts,
+            "unexpected_exits": i.exits,
+            "sigterm_exit": drained.get(name),
+            "peak_rss_mib": round(i.peak_rss_mib, 1),
+        }
+        for name, i in instances.items()
+    }
 
 
 def write_report(
