@@ -11,7 +11,8 @@ import sys
 
 import click
 
-from exactly.demo.scenario import DemoOptions, DemoRun
+from exactly.demo.options import DemoOptions
+from exactly.demo.scenario import DemoRun
 from exactly.demo.two_way import ActiveActiveRun
 from exactly.harness.clusters import demo_directory
 from exactly.harness.progress import DemoView

@@ -40,7 +40,7 @@ from exactly.chaos.options import (
 )
 from exactly.chaos.plan import Fault, Targets, count_by_kind, default_fault_count, plan_faults
 from exactly.chaos.report import longest_stall, role_rows, stall_causes, write_report
-from exactly.chaos.verdicts import audit, compare, stop_roles
+from exactly.chaos.verdicts import audit_on_spark, compare, stop_roles
 from exactly.chaos.window import FaultWindow
 from exactly.chaos.world import World
 from exactly.harness.audit import AuditResult
@@ -304,7 +304,7 @@ class ChaosRun:
 
     def _audit(self) -> AuditResult:
         self._phase = "auditing"
-        return audit(self._clusters, self.report_dir, self.run_dir, self.view)
+        return audit_on_spark(self._clusters, self.report_dir, self.run_dir, self.view)
 
     # -- every tick ---------------------------------------------------------------------------
 

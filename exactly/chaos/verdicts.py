@@ -39,7 +39,9 @@ def compare(clusters: DemoClusters, traffic: SampleTraffic | None, view: DemoVie
     return verdict
 
 
-def audit(clusters: DemoClusters, report_dir: Path, log_dir: Path, view: DemoView) -> AuditResult:
+def audit_on_spark(
+    clusters: DemoClusters, report_dir: Path, log_dir: Path, view: DemoView
+) -> AuditResult:
     view.say("auditing on Spark: exactly validate --require-complete")
     result = run_audit(
         source=clusters.source.bootstrap_servers,

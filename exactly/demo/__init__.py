@@ -2,7 +2,9 @@
 
 One job per module:
 
+    options.py      what the demo is asked (DemoOptions) and what it found (DemoOutcome)
     scenario.py     the timeline that puts them together
+    verdicts.py     how it ends: the roles drained on SIGTERM, the verdict, the Spark audit
     two_way.py      the same for active-active (`--topology active-active`): a flow each way
 
 What the demo shares with `exactly chaos` (clusters, traffic, counters, display, verdicts, the

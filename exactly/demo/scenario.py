@@ -21,11 +21,12 @@ from __future__ import annotations
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from exactly.acls import apply_flow_grants, flow_grants
-from exactly.harness.audit import VALIDATION_CHART, AuditResult, run_audit
+from exactly.demo.options import DemoOptions, DemoOutcome
+from exactly.demo.verdicts import audit_on_spark, compare, stop_roles
+from exactly.harness.audit import AuditResult
 from exactly.harness.cleanup import clean_up
 from exactly.harness.clusters import SOURCE_NAME, TARGET_NAME, DemoClusters, DemoLock
 from exactly.harness.destination import DestinationWatch
@@ -53,7 +54,7 @@ from exactly.harness.traffic import (
     TrafficCounts,
     create_topics,
 )
-from exactly.harness.verdict import Verdict, judge, read_committed
+from exactly.harness.verdict import Verdict
 from exactly.localenv import secured_pair_environment
 from exactly.roles import DEDUPLICATOR, OFFSETSYNC, REPLICATOR
 from localkafka import RoleProcess, free_ports
@@ -69,9 +70,7 @@ KILL_TARGET_NODE_AT = 0.5
 NODE_DOWN_S = 8.0
 _TICK_S = 0.5
 _WATCH_BUDGET_S = 0.2
-_ROLE_STOP_TIMEOUT_S = 30.0
 _CLEANUP_ROLE_STOP_TIMEOUT_S = 10.0
-_READ_TIMEOUT_S = 60.0
 FAILOVER_GROUP = "demo-app"
 FAILOVER_TOPIC = TOPICS[0].name  # demo.orders, 6 partitions
 _OFFSETSYNC_INTERVAL_MS = 1000
@@ -79,34 +78,6 @@ _MOVE_TIMEOUT_S = 30.0  # many sync cycles
 # Few lanes: the demo moves a few hundred records a second on a laptop, and every staging
 # partition is a changelog partition and a consumer fetch more for two small brokers.
 _STAGING_PARTITIONS = 4
-
-
-@dataclass(frozen=True, slots=True)
-class DemoOptions:
-    duration_s: float = 45.0  # of sample traffic; the whole demo takes about 30 s more
-    records_per_second: float = 250.0
-    catch_up_timeout_s: float = 90.0
-    # Clusters with secured listeners: the roles reach the source over SASL_SSL and the target
-    # over mutual TLS, each as its own user with only its ACLs (docs/security.md).
-    secure: bool = False
-    # The second verdict, Spark's: `exactly validate --require-complete` on the demo's flow.
-    audit: bool = True
-    # Nodes per cluster: 3 replicates as production does, and a target node is killed too.
-    nodes: int = 1
-
-
-@dataclass(frozen=True, slots=True)
-class DemoOutcome:
-    """Clean only when both are: the record-by-record verdict and the consumer-group failover."""
-
-    verdict: Verdict
-    failover: FailoverResult | None  # None: not run (the destination did not catch up)
-    audit: AuditResult | None = None  # None: skipped (--no-audit)
-
-    @property
-    def clean(self) -> bool:
-        audited = self.audit is None or self.audit.clean
-        return self.verdict.clean and self.failover is not None and self.failover.exact and audited
 
 
 class DemoRun:
@@ -348,56 +319,15 @@ class DemoRun:
 
     def _stop_roles(self) -> None:
         self._phase = "stopping the roles"
-        self.view.say("stopping the three roles with SIGTERM (each drains and exits 0)")
-        for role in self._roles:
-            status = self._roles[role].terminate(_ROLE_STOP_TIMEOUT_S)
-            if status == 0:
-                self.view.say(f"{role} stopped cleanly (exit status 0)")
-            elif status is None:
-                self.view.say(
-                    f"{role} did not exit within {_ROLE_STOP_TIMEOUT_S:.0f} s of SIGTERM; "
-                    f"killed it. {self._roles[role].log_tail(15)}",
-                    style="bold red",
-                )
-            else:
-                self.view.say(
-                    f"{role} exited with status {status}. {self._roles[role].log_tail(15)}",
-                    style="bold red",
-                )
+        stop_roles(self._roles, self.view)
 
     def _verdict(self) -> Verdict:
         self._phase = "comparing"
-        self.view.say("comparing source and destination record by record (read_committed)")
-        topics = [t.name for t in TOPICS]
-        source = read_committed(self._clusters.source.bootstrap_servers, topics, _READ_TIMEOUT_S)
-        destination = read_committed(
-            self._clusters.target.bootstrap_servers, topics, _READ_TIMEOUT_S
-        )
-        verdict = judge(self._clusters.source.cluster_id, source, destination)
-        self.view.show_verdict(verdict, self._traffic_counts().aborted)
-        return verdict
+        return compare(self._clusters, self._traffic_counts().aborted, self.view)
 
     def _audit(self) -> AuditResult:
-        """The proof a user runs on their own clusters: Spark reads both sides (its own Kafka
-        client, pairing by the provenance header) and must agree with the verdict above."""
         self._phase = "auditing"
-        self.view.say(
-            "the Spark audit: exactly validate --require-complete on the flow (Spark local[*]), "
-            f"log {self.run_dir / 'validate.log'}"
-        )
-        result = run_audit(
-            source=self._clusters.source.bootstrap_servers,
-            destination=self._clusters.target.bootstrap_servers,
-            include=INCLUDE_PATTERN,
-            report_dir=self.run_dir / "audit",
-            log_dir=self.run_dir,
-        )
-        self.view.say(
-            f"{result.headline()} ({result.seconds:.0f} s)",
-            style="bold green" if result.clean else "bold red",
-        )
-        self.view.say(f"the audit's report: {result.report.with_name(VALIDATION_CHART)}")
-        return result
+        return audit_on_spark(self._clusters, self.run_dir, self.view)
 
     # -- every tick: counts, display, health ------------------------------------------------------
 

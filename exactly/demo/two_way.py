@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from envelope import HEADER_PROVENANCE, find_provenance
-from exactly.demo.scenario import DemoOptions
+from exactly.demo.options import DemoOptions
 from exactly.harness.cleanup import clean_up
 from exactly.harness.clusters import DemoClusters, DemoLock
 from exactly.harness.errors import DemoError
