@@ -6,7 +6,7 @@ do, while brokers die and come back under it: offsetsync moves a group that keep
 only one that stood still before the failover. A commit a fault makes fail is counted and the
 next one carries the position on; nothing here stops the run. When stopped, it commits where it
 is and leaves: the run then checks that the group resumes on the target at exactly its next
-record (demo/failover.py).
+record (harness/failover.py).
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from exactly.chaos.errors import ChaosError
 
 # What a frozen role must outlast to become a zombie: the chaos roles' consumer session
-# timeout (chaos/run.py sets it) and stage 2's transaction timeout (deduplicator/loop.py).
+# timeout (chaos/instances.py sets it) and stage 2's transaction timeout (deduplicator/loop.py).
 SESSION_TIMEOUT_S = 6.0
 TRANSACTION_TIMEOUT_S = 60.0
 # The clients' request timeout (librdkafka's default): a black hole must outlast it, so that
