@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from bench.clusters import bench_clusters
+from bench.common import committed_total
 from bench.topics import fill_topic, partition_count
 from localkafka import LocalCluster, RoleProcess
 from runtime.names import FlowNames
@@ -141,7 +142,7 @@ def _await_committed(cluster: LocalCluster, group: str, ends: dict[TopicPartitio
 def _committed_total(cluster: LocalCluster, group: str, partitions: list[TopicPartition]) -> int:
     watcher = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": group})
     try:
-        return sum(max(tp.offset, 0) for tp in watcher.committed(partitions, timeout=10))
+        return committed_total(watcher, partitions)
     finally:
         watcher.close()
 

@@ -19,10 +19,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.clusters import bench_clusters
-from bench.flowmeter import percentile, source_tail
+from bench.common import percentile
+from bench.flowmeter import source_tail
 from bench.mirrormaker import ensure_mirrormaker
 from bench.pipeline_vs_mirrormaker import Bench
-from bench.replicator_throughput import _create, _fill
+from bench.replicator_throughput import create_topic, fill
 
 
 def main() -> None:
@@ -46,8 +47,8 @@ def main() -> None:
         baseline = 0.0  # records/s of the plain loop, measured with the first variant
         for interval_ms, max_records in variants:
             topic = f"commit-{interval_ms}-{max_records}"
-            _create(bench.source, topic)
-            _fill(bench.source, topic, 100, args.records)
+            create_topic(bench.source, topic)
+            fill(bench.source, topic, 100, args.records)
             tail = source_tail(bench.source, topic, 12)
             if not baseline:
                 _, timing = bench._plain(topic, tail, "c")
@@ -73,6 +74,10 @@ def main() -> None:
                 ),
                 flush=True,
             )
+    _report(rows, rates, baseline)
+
+
+def _report(rows: list, rates: list[float], baseline: float) -> None:
     print(f"\n100 B records; plain loop {baseline:,.0f} records/s; latency p50/p99 in ms")
     print(
         f"{'interval ms':>12} {'max records':>12} {'records/s':>11} {'x plain':>8} "

@@ -32,10 +32,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from confluent_kafka import Consumer, TopicPartition
 
 from bench.clusters import bench_clusters
-from bench.replicator_throughput import PARTITIONS, _create, _fill
+from bench.common import CLK_TCK, committed_total
+from bench.replicator_throughput import PARTITIONS, create_topic, fill
 from runtime.names import FlowNames
 
-_CLK_TCK = os.sysconf("SC_CLK_TCK")
 _LOOPS = {"replicator": "Replicator.run ", "deduplicator": "Deduplicator.run "}
 _FRAME = re.compile(r"(.*) \((?:.*/)?([^/:]*?)(?::\d+)?\)$")
 
@@ -53,8 +53,8 @@ def main() -> None:
     with bench_clusters("bench-profile-") as (base, clusters):
         source, target = (c.bootstrap_servers for c in clusters)
         topic = f"profile-{args.size}"
-        _create(source, topic)
-        _fill(source, topic, args.size, args.records)
+        create_topic(source, topic)
+        fill(source, topic, args.size, args.records)
         flow = FlowNames("profile")
         env = {
             **os.environ,
@@ -147,7 +147,7 @@ def _thread_cpu(pid: int) -> list[tuple[float, str]]:
         stat = (task / "stat").read_text()
         fields = stat.rsplit(")", 1)[1].split()
         name = stat[stat.index("(") + 1 : stat.rindex(")")]
-        threads.append(((int(fields[11]) + int(fields[12])) / _CLK_TCK, name))
+        threads.append(((int(fields[11]) + int(fields[12])) / CLK_TCK, name))
     return sorted(threads, reverse=True)
 
 
@@ -156,8 +156,7 @@ def _reached(bootstrap: str, group: str, topic: str, count: int) -> Callable[[],
     partitions = [TopicPartition(topic, p) for p in range(PARTITIONS)]
 
     def done() -> bool:
-        committed = watcher.committed(partitions, timeout=10)
-        return sum(max(tp.offset, 0) for tp in committed) >= count
+        return committed_total(watcher, partitions) >= count
 
     return done
 

@@ -17,8 +17,11 @@ import signal
 import time
 
 from bench.clusters import bench_clusters
+from bench.common import interrupt
 from bench.mirrormaker import ensure_mirrormaker
-from bench.pipeline_vs_mirrormaker import Bench, Row, _interrupt, report_throughput
+from bench.pipeline_report import report_throughput
+from bench.pipeline_throughput import Row
+from bench.pipeline_vs_mirrormaker import Bench
 
 SIZE = 1024
 SHAPES = (1, 3)  # nodes per cluster
@@ -30,7 +33,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--warm-up", type=int, default=100_000)
     args = parser.parse_args()
-    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGTERM, interrupt)
     libs = ensure_mirrormaker()
     started = time.monotonic()
     rows: dict[int, Row] = {}

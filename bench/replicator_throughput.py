@@ -15,7 +15,6 @@ Timings on a 2-core machine are noisy: compare ratios within one run, not absolu
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import sys
 import time
@@ -30,13 +29,13 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.clusters import bench_clusters
+from bench.common import committed_total, process_cpu_seconds
 from bench.payloads import Payloads
 from localkafka import RoleProcess
 from replicator.clients import SOURCE_FETCH_PARTITION_BYTES
 
 PARTITIONS = 12
 HEADERS = [("trace", b"0123456789abcdef")]
-_CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 def main() -> None:
@@ -49,21 +48,21 @@ def main() -> None:
         rows = []
         for size, count in ((100, args.records_100b), (1024, args.records_1kib)):
             topic = f"bench-{size}"
-            _create(source, topic)
-            _fill(source, topic, size, count)
-            baseline = _baseline(source, target, topic, count)
+            create_topic(source, topic)
+            fill(source, topic, size, count)
+            baseline = plain_loop(source, target, topic, count)
             stage1 = _stage1(source, target, topic, count, base)
             rows.append((size, count, baseline, stage1))
     _report(rows)
 
 
-def _create(bootstrap: str, topic: str) -> None:
+def create_topic(bootstrap: str, topic: str) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, PARTITIONS, -1)])[topic].result(30)  # broker default
     time.sleep(1)
 
 
-def _fill(bootstrap: str, topic: str, size: int, count: int) -> None:
+def fill(bootstrap: str, topic: str, size: int, count: int) -> None:
     producer = Producer(
         {"bootstrap.servers": bootstrap, "linger.ms": 20, "compression.type": "lz4", "acks": "1"}
     )
@@ -80,7 +79,7 @@ def _fill(bootstrap: str, topic: str, size: int, count: int) -> None:
     producer.flush(120)
 
 
-def _producer_settings() -> dict:
+def producer_settings() -> dict:
     # What stage 1's staging producer uses (replicator/loop.py), so only the work differs.
     return {
         "enable.idempotence": True,
@@ -91,13 +90,13 @@ def _producer_settings() -> dict:
     }
 
 
-def _baseline(
+def plain_loop(
     source: str, target: str, topic: str, count: int, out: str = ""
 ) -> tuple[float, float]:
     """Plain loop: every record produced on its own to the same partition, into `out` (default
     `<topic>-baseline`). (seconds, cpu)."""
     out = out or f"{topic}-baseline"
-    _create(target, out)
+    create_topic(target, out)
     consumer = Consumer(
         {
             "bootstrap.servers": source,
@@ -111,7 +110,7 @@ def _baseline(
     )
     # No delivery callback per record: the cheapest loop there is (a callback per record costs
     # 40-55 % more, docs/design.md §10); delivery is checked once at the end instead.
-    producer = Producer({"bootstrap.servers": target, **_producer_settings()})
+    producer = Producer({"bootstrap.servers": target, **producer_settings()})
     consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
     started, cpu_started = time.monotonic(), time.process_time()
     consumed = 0
@@ -158,18 +157,13 @@ def _stage1(source: str, target: str, topic: str, count: int, base: Path) -> tup
     partitions = [TopicPartition(topic, p) for p in range(PARTITIONS)]
     with RoleProcess("replicator", env, base) as replicator:
         replicator.wait_for_log("partitions assigned", timeout_s=120)
-        started, cpu_started = time.monotonic(), _cpu_seconds(replicator.pid)
-        while sum(max(tp.offset, 0) for tp in watcher.committed(partitions, timeout=10)) < count:
+        started, cpu_started = time.monotonic(), process_cpu_seconds(replicator.pid)
+        while committed_total(watcher, partitions) < count:
             time.sleep(0.05)
-        seconds, cpu = time.monotonic() - started, _cpu_seconds(replicator.pid) - cpu_started
+        seconds, cpu = time.monotonic() - started, process_cpu_seconds(replicator.pid) - cpu_started
         replicator.terminate(60)
     watcher.close()
     return seconds, cpu
-
-
-def _cpu_seconds(pid: int | None) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / _CLK_TCK  # utime + stime
 
 
 def _report(rows: list) -> None:

@@ -67,6 +67,45 @@ def _produce(bootstrap: str, topic: str, rate: float, value_bytes: int, stop: th
     producer.flush(30)
 
 
+def _sample(port: int, seconds: float) -> tuple[dict[str, list[float]], list[tuple[float, float]]]:
+    """Every 2 s for ``seconds``: each process's resident bytes, and stage 2's records written."""
+    samples: dict[str, list[float]] = {name: [] for name in PROCESSES}
+    written: list[tuple[float, float]] = []
+    started = time.monotonic()
+    while time.monotonic() - started < seconds:
+        time.sleep(2)
+        for name, offset in PROCESSES.items():
+            rss = _metrics(port + offset).get("process_resident_memory_bytes")
+            if rss is not None:
+                samples[name].append(rss)
+        records = _metrics(port + 2).get("exactly_deduplicator_records_written_total")
+        if records is not None:
+            written.append((time.monotonic(), records))
+    return samples, written
+
+
+def _report(
+    args: argparse.Namespace,
+    samples: dict[str, list[float]],
+    written: list[tuple[float, float]],
+) -> None:
+    print(
+        f"load: {args.rate:.0f} records/s of {args.value_bytes} B (JSON events, every value "
+        f"different) into {args.partitions} partitions for {args.seconds:.0f} s"
+    )
+    half = len(written) // 2
+    if len(written) > half + 1:
+        (t0, r0), (t1, r1) = written[half], written[-1]
+        print(f"stage 2 wrote {(r1 - r0) / (t1 - t0):.0f} records/s over the second half")
+    print(f"{'process':<14} {'peak RSS MiB':>13} {'steady RSS MiB':>15}  samples")
+    for name, values in samples.items():
+        if not values:
+            print(f"{name:<14} {'-':>13} {'-':>15}  0")
+            continue
+        steady = statistics.median(values[len(values) // 2 :])
+        print(f"{name:<14} {max(values) / 2**20:>13.0f} {steady / 2**20:>15.0f}  {len(values)}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rate", type=float, default=5000, help="records/s (default 5000)")
@@ -109,18 +148,7 @@ def main() -> int:
                 daemon=True,
             )
             producer.start()
-            samples: dict[str, list[float]] = {name: [] for name in PROCESSES}
-            written: list[tuple[float, float]] = []
-            started = time.monotonic()
-            while time.monotonic() - started < args.seconds:
-                time.sleep(2)
-                for name, offset in PROCESSES.items():
-                    rss = _metrics(port + offset).get("process_resident_memory_bytes")
-                    if rss is not None:
-                        samples[name].append(rss)
-                records = _metrics(port + 2).get("exactly_deduplicator_records_written_total")
-                if records is not None:
-                    written.append((time.monotonic(), records))
+            samples, written = _sample(port, args.seconds)
             stop.set()
             producer.join(60)
         finally:
@@ -130,21 +158,7 @@ def main() -> int:
             for cluster in clusters:
                 cluster.stop()
 
-    print(
-        f"load: {args.rate:.0f} records/s of {args.value_bytes} B (JSON events, every value "
-        f"different) into {args.partitions} partitions for {args.seconds:.0f} s"
-    )
-    half = len(written) // 2
-    if len(written) > half + 1:
-        (t0, r0), (t1, r1) = written[half], written[-1]
-        print(f"stage 2 wrote {(r1 - r0) / (t1 - t0):.0f} records/s over the second half")
-    print(f"{'process':<14} {'peak RSS MiB':>13} {'steady RSS MiB':>15}  samples")
-    for name, values in samples.items():
-        if not values:
-            print(f"{name:<14} {'-':>13} {'-':>15}  0")
-            continue
-        steady = statistics.median(values[len(values) // 2 :])
-        print(f"{name:<14} {max(values) / 2**20:>13.0f} {steady / 2**20:>15.0f}  {len(values)}")
+    _report(args, samples, written)
     return 0
 
 

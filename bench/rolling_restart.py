@@ -24,16 +24,14 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 
 from bench.clusters import bench_clusters
-from bench.flowmeter import (
-    PacedProducer,
-    Sampler,
-    exactly_once,
-    longest_stall,
-    probe_until_visible,
-)
+from bench.common import interrupt
+from bench.flowmeter import exactly_once
 from bench.mirrormaker import ensure_mirrormaker
-from bench.pipeline_vs_mirrormaker import START_TIMEOUT_S, Bench, _interrupt
-from bench.replicator_throughput import PARTITIONS, _create
+from bench.pacing import PacedProducer, probe_until_visible
+from bench.pipeline_paced import START_TIMEOUT_S
+from bench.pipeline_vs_mirrormaker import Bench
+from bench.recovery import Sampler, longest_stall
+from bench.replicator_throughput import PARTITIONS, create_topic
 from localkafka import LocalCluster
 
 CANDIDATES = ("pipeline", "MM2 exactly-once")
@@ -54,7 +52,7 @@ def main() -> None:
     args = parser.parse_args()
     if not set(args.sides.split(",")) <= {"source", "target"}:
         parser.error(f"--sides {args.sides!r}: source, target or both, comma-separated")
-    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGTERM, interrupt)
     libs = ensure_mirrormaker()
     started = time.monotonic()
     with bench_clusters("bench-rolling-", nodes=3) as (base, clusters):
@@ -63,7 +61,7 @@ def main() -> None:
             watched: dict[str, Watched] = {}
             for n, candidate in enumerate(CANDIDATES):
                 topic = f"rolling-{n}"
-                _create(bench.source, topic)
+                create_topic(bench.source, topic)
                 destination, check_alive = stack.enter_context(
                     bench._candidate(candidate, topic, f"roll{n}")
                 )

@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+from bench.common import committed_total
 from bench.topics import fill_topic, partition_count
 from exactly.acls import ROLES, apply_flow_grants, flow_grants
 from exactly.localenv import secured_pair_environment
@@ -155,7 +156,7 @@ def _run_until_committed(
 def _committed(watcher: Consumer, partitions: list[TopicPartition]) -> int:
     """The group's committed offsets summed; 0 while its coordinator is not ready yet."""
     try:
-        return sum(max(tp.offset, 0) for tp in watcher.committed(partitions, timeout=10))
+        return committed_total(watcher, partitions)
     except KafkaException:
         return 0
 

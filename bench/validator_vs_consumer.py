@@ -29,7 +29,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from runtime import produce_when_room
@@ -39,8 +38,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench.flowmeter import copy_as_stage_2
+from bench.common import copy_as_stage_2, print_rows, say
 from bench.payloads import Payloads
+from bench.validate_run import validate_plan
 from localkafka import LocalCluster, start_all
 from runtime.settings import role_environment
 from runtime.topics import ensure_topic
@@ -50,14 +50,9 @@ GOAL_RATIO = 1.5  # at 5 M records and more
 GOAL_RATIO_SMALL = 2.0  # below: Spark's fixed start-up weighs more
 PLANS = ("auto", "join")
 CONSUME_BATCH = 10_000
-SAMPLE_EVERY_S = 0.2
-PYTHON_DRIVER, JVM = "python driver", "jvm"
-# Distinct random values, more of them than lz4's 64 KiB window holds: batches of one repeated
-# value would compress to almost nothing and spare the brokers' disks an unrealistic amount.
-_KIB = 1024
 
 
-def main() -> None:
+def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=5_000_000)
     parser.add_argument("--partitions", type=int, default=12)
@@ -68,7 +63,11 @@ def main() -> None:
         help="The plans to time, comma-separated (auto: the merge; join: --plan join).",
     )
     parser.add_argument("--json", type=Path, help="Also write the numbers here.")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = _arguments()
     plans = [plan.strip() for plan in args.plans.split(",") if plan.strip()]
     count, partitions = args.records, args.partitions
     with tempfile.TemporaryDirectory(prefix="bench-validator-") as tmp:
@@ -78,24 +77,15 @@ def main() -> None:
         source, target = (c.bootstrap_servers for c in clusters)
         source_topic, destination_topic = "bench-validate", "bench-validate-copy"
         try:
-            ensure_topic(
-                AdminClient({"bootstrap.servers": source}), NewTopic(source_topic, partitions)
+            fill_s, copy_s = _prepare(
+                (source, source_topic), (target, destination_topic), partitions, args, count
             )
-            fill_s = _timed(_fill, source, source_topic, partitions, args.record_bytes, count)
-            _say(f"filled {count:,} records in {fill_s:.1f} s ({count / fill_s:,.0f}/s)")
-            ensure_topic(
-                AdminClient({"bootstrap.servers": target}), NewTopic(destination_topic, partitions)
-            )
-            copy_s = _timed(
-                _copy, source, source_topic, target, destination_topic, partitions, count
-            )
-            _say(f"copied them with provenance in {copy_s:.1f} s ({count / copy_s:,.0f}/s)")
             sides = [(source, source_topic), (target, destination_topic)]
             load_before_baseline = os.getloadavg()[0]
             reads = []
             for run in (1, 2):
                 reads.append(_read_both(sides, partitions, 2 * count))
-                _say(f"baseline read {run}: {reads[-1]:.2f} s")
+                say(f"baseline read {run}: {reads[-1]:.2f} s")
             settings = {
                 "KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS": source,
                 "KAFKA_CLUSTERS_DESTINATION_BOOTSTRAP_SERVERS": target,
@@ -104,13 +94,14 @@ def main() -> None:
             }
             load_before_validate = os.getloadavg()[0]
             validations = {
-                plan: _validate(settings, base / f"validate-{plan}", count, plan) for plan in plans
+                plan: validate_plan(settings, base / f"validate-{plan}", count, plan)
+                for plan in plans
             }
             # Once more after: the machine may have been slower or faster meanwhile.
             reads.append(_read_both(sides, partitions, 2 * count))
-            _say(f"baseline read 3: {reads[-1]:.2f} s")
+            say(f"baseline read 3: {reads[-1]:.2f} s")
             spark_read = _spark_read(sides, 2 * count)
-            _say(f"Spark's plain read: {spark_read:.2f} s")
+            say(f"Spark's plain read: {spark_read:.2f} s")
         finally:
             for cluster in clusters:
                 cluster.stop()
@@ -120,6 +111,43 @@ def main() -> None:
         "record_bytes": args.record_bytes,
         "fill_seconds": round(fill_s, 2),
         "copy_seconds": round(copy_s, 2),
+        **_read_numbers(reads, spark_read, validations),
+        "goal_ratio": GOAL_RATIO if count >= 5_000_000 else GOAL_RATIO_SMALL,
+        "load_average_before_baseline": round(load_before_baseline, 2),
+        "load_average_before_validate": round(load_before_validate, 2),
+    }
+    _report(numbers)
+    if args.json is not None:
+        args.json.write_text(json.dumps(numbers, indent=2) + "\n")
+
+
+def _prepare(
+    source: tuple[str, str],
+    destination: tuple[str, str],
+    partitions: int,
+    args: argparse.Namespace,
+    count: int,
+) -> tuple[float, float]:
+    """The source topic filled, then copied with provenance (neither part of the comparison):
+    the seconds each took."""
+    (source_bootstrap, source_topic), (target, destination_topic) = source, destination
+    ensure_topic(
+        AdminClient({"bootstrap.servers": source_bootstrap}), NewTopic(source_topic, partitions)
+    )
+    fill_s = _timed(_fill, source_bootstrap, source_topic, partitions, args.record_bytes, count)
+    say(f"filled {count:,} records in {fill_s:.1f} s ({count / fill_s:,.0f}/s)")
+    ensure_topic(
+        AdminClient({"bootstrap.servers": target}), NewTopic(destination_topic, partitions)
+    )
+    copy_s = _timed(
+        _copy, source_bootstrap, source_topic, target, destination_topic, partitions, count
+    )
+    say(f"copied them with provenance in {copy_s:.1f} s ({count / copy_s:,.0f}/s)")
+    return fill_s, copy_s
+
+
+def _read_numbers(reads: list[float], spark_read: float, validations: dict[str, dict]) -> dict:
+    return {
         "baseline_seconds_each_run": [round(s, 2) for s in reads],
         "baseline_seconds": round(min(reads), 2),
         "spark_read_seconds": round(spark_read, 2),
@@ -130,13 +158,7 @@ def main() -> None:
             }
             for plan, validation in validations.items()
         },
-        "goal_ratio": GOAL_RATIO if count >= 5_000_000 else GOAL_RATIO_SMALL,
-        "load_average_before_baseline": round(load_before_baseline, 2),
-        "load_average_before_validate": round(load_before_validate, 2),
     }
-    _report(numbers)
-    if args.json is not None:
-        args.json.write_text(json.dumps(numbers, indent=2) + "\n")
 
 
 def _fill(bootstrap: str, topic: str, partitions: int, size: int, count: int) -> None:
@@ -283,170 +305,10 @@ def _partition_sizes(consumer: Consumer, topic: str, partitions: int) -> list[in
     return sizes
 
 
-def _validate(settings: dict[str, str], out: Path, count: int, plan: str) -> dict:
-    """Run `exactly validate --plan PLAN` as a user would, sampling its memory; its numbers as a
-    dict."""
-    out.mkdir(parents=True)
-    report_path, log_path = out / "report.json", out / "validate.log"
-    command = [
-        sys.executable,
-        "-m",
-        "exactly",
-        "validate",
-        "--report",
-        str(report_path),
-        "--chart",
-        str(out / "report.html"),
-        "--plan",
-        plan,
-    ]
-    with log_path.open("w") as log:
-        started = time.monotonic()
-        process = subprocess.Popen(
-            command,
-            env=role_environment(settings),
-            cwd=ROOT,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        memory = TreeMemory(process.pid)
-        try:
-            while process.poll() is None:
-                memory.sample()
-                time.sleep(SAMPLE_EVERY_S)
-        finally:
-            if process.poll() is None:
-                # SIGTERM unwinds through spark.stop(), which takes Spark's JVM with it.
-                process.terminate()
-                process.wait(60)
-        wall = time.monotonic() - started
-    output = log_path.read_text()
-    # Its progress lines, one per phase with the seconds the one before took: where time went.
-    for line in output.splitlines():
-        if line.startswith("exactly validate:"):
-            _say(f"  {line}")
-    _say(f"validate --plan {plan} exited {process.returncode} after {wall:.1f} s")
-    report = json.loads(report_path.read_text()) if report_path.exists() else None
-    totals = report["totals"] if report else None
-    if process.returncode != 0 or totals is None or totals["matched"] != count:
-        print(output[-4000:], file=sys.stderr)
-        raise SystemExit(
-            f"validate: exit status {process.returncode}, wanted 0 with {count} matched; "
-            f"totals: {json.dumps(totals)}"
-        )
-    planned = {topic["plan"] for topic in report["topics"]} if report else set()
-    if plan == "auto" and planned != {"merge"}:
-        raise SystemExit(f"validate: the merge did not prove the clean copy (plans: {planned})")
-    return {
-        "validate_wall_seconds": round(wall, 2),
-        "validate_report_seconds": report["seconds"] if report else None,
-        "validate_totals": totals,
-        **memory.summary(),
-    }
-
-
-@dataclass
-class TreeMemory:
-    """Resident memory of a process and all its descendants, sampled: the peak of their sum,
-    and per process its peak sample and its own high-water mark (VmHWM, kept by the kernel, so
-    it also catches what happened between two samples)."""
-
-    root: int
-    peak_sum_kib: int = 0
-    peak_kib: dict[int, int] = field(default_factory=dict)
-    hwm_kib: dict[int, int] = field(default_factory=dict)
-    role: dict[int, str] = field(default_factory=dict)
-
-    def sample(self) -> None:
-        total = 0
-        for pid in _tree(self.root):
-            status = _status(pid)
-            if status is None or "VmRSS" not in status:
-                continue  # gone, or a zombie
-            rss = _kib(status["VmRSS"])
-            total += rss
-            self.peak_kib[pid] = max(self.peak_kib.get(pid, 0), rss)
-            self.hwm_kib[pid] = _kib(status.get("VmHWM", "0 kB"))
-            # Again each time: spark-submit's shell scripts exec into the JVM under one pid.
-            self.role[pid] = self._role(pid, status.get("Name", ""))
-        self.peak_sum_kib = max(self.peak_sum_kib, total)
-
-    def _role(self, pid: int, name: str) -> str:
-        if pid == self.root:
-            return PYTHON_DRIVER
-        if name == "java":
-            return JVM  # Spark's, and briefly its launcher's (the smaller one)
-        if name.startswith("python"):
-            try:
-                command = Path(f"/proc/{pid}/cmdline").read_bytes()
-            except OSError:
-                return name
-            return "python worker" if b"pyspark" in command else name
-        return name
-
-    def summary(self) -> dict:
-        def largest(role: str, of: dict[int, int]) -> int | None:
-            values = [of[pid] for pid, r in self.role.items() if r == role]
-            return round(max(values) / _KIB) if values else None
-
-        return {
-            "peak_rss_sum_mib": round(self.peak_sum_kib / _KIB),
-            "peak_rss_python_driver_mib": largest(PYTHON_DRIVER, self.peak_kib),
-            "hwm_python_driver_mib": largest(PYTHON_DRIVER, self.hwm_kib),
-            "peak_rss_jvm_mib": largest(JVM, self.peak_kib),
-            "hwm_jvm_mib": largest(JVM, self.hwm_kib),
-            "processes": [
-                {
-                    "role": self.role[pid],
-                    "peak_rss_mib": round(peak / _KIB),
-                    "hwm_mib": round(self.hwm_kib[pid] / _KIB),
-                }
-                for pid, peak in sorted(self.peak_kib.items(), key=lambda item: -item[1])
-            ],
-        }
-
-
-def _tree(root: int) -> list[int]:
-    """``root`` and its descendants, from every process's parent in /proc/<pid>/stat (this
-    kernel has no /proc/<pid>/task/<tid>/children)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        parent = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(parent, []).append(int(entry.name))
-    found, pending = [], [root]
-    while pending:
-        pid = pending.pop()
-        found.append(pid)
-        pending.extend(children.get(pid, []))
-    return found
-
-
-def _status(pid: int) -> dict[str, str] | None:
-    try:
-        text = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return None
-    return dict(line.split(":\t", 1) for line in text.splitlines() if ":\t" in line)
-
-
-def _kib(value: str) -> int:
-    return int(value.split()[0])  # "123456 kB"
-
-
 def _timed(function, *args) -> float:
     started = time.monotonic()
     function(*args)
     return time.monotonic() - started
-
-
-def _say(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
 
 
 def _report(n: dict) -> None:
@@ -488,9 +350,7 @@ def _report(n: dict) -> None:
                 f"(VmHWM {mib(v['hwm_jvm_mib'])}), {mib(v['peak_rss_sum_mib'])}",
             ),
         ]
-    width = max(len(label) for label, _ in rows)
-    for label, value in rows:
-        print(f"{label:<{width}}  {value}")
+    print_rows(rows)
     print(
         "records/s count both topics. One run on a 2-core machine, where the brokers, Spark and "
         "the baseline share the cores with whatever else runs (load average "

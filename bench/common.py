@@ -1,0 +1,121 @@
+"""What several benches share: progress lines, percentiles, a process's CPU seconds, the
+committed offsets of a group, a function run in a child process tied to the bench, a record
+copied the way stage 2 writes one, a table's rows printed, and SIGTERM taken as Ctrl-C."""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from confluent_kafka import Consumer, Message, Producer, TopicPartition
+
+from envelope import HEADER_PROVENANCE, encode_provenance
+from localkafka import die_with_parent
+from runtime import produce_when_room
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def say(line: str) -> None:
+    """A progress line, on stderr: stdout holds the results."""
+    print(line, file=sys.stderr, flush=True)
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """``q`` in percent, the value at the rounded rank (no value: an IndexError)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
+
+
+def nearest_rank(values: Sequence[float], q: float) -> float | None:
+    """``q`` as a fraction, nearest rank; None for no value."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+
+
+def process_cpu_seconds(pid: int | None) -> float:
+    """utime + stime of one process, from /proc (FileNotFoundError once it is gone)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def committed_total(watcher: Consumer, partitions: list[TopicPartition]) -> int:
+    """The offsets the watcher's group has committed on ``partitions``, summed (none: 0)."""
+    return sum(max(tp.offset, 0) for tp in watcher.committed(partitions, timeout=10))
+
+
+def print_rows(rows: list[tuple[str, str]]) -> None:
+    """Labels left, padded to the longest, then their values."""
+    width = max(len(label) for label, _ in rows)
+    for label, value in rows:
+        print(f"{label:<{width}}  {value}")
+
+
+def interrupt(signum: int, frame: object) -> None:
+    """A SIGTERM handler raising as Ctrl-C does: the finally blocks stop every process the
+    bench started."""
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def tie_to_parent() -> None:
+    """In a child process of the bench: the kernel SIGKILLs it when the bench dies."""
+    tie = die_with_parent()
+    if tie is not None:
+        tie()
+
+
+def _child(queue, function, args) -> None:
+    tie_to_parent()
+    queue.put(function(*args))
+
+
+class ChildRun:
+    """`function(*args)` in a spawned process (its own GIL, measured like the other candidates)."""
+
+    def __init__(self, function: Callable[..., object], *args: object) -> None:
+        context = multiprocessing.get_context("spawn")
+        self._queue = context.Queue()
+        self._process = context.Process(target=_child, args=(self._queue, function, args))
+        self._process.start()
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid
+
+    def check_alive(self) -> None:
+        code = self._process.exitcode
+        if code not in (None, 0):
+            raise RuntimeError(f"child process {self.pid} failed with exit code {code}")
+
+    def result(self, timeout_s: float) -> object:
+        value = self._queue.get(timeout=timeout_s)
+        self._process.join(timeout_s)
+        return value
+
+    def kill(self) -> None:
+        if self._process.is_alive():
+            self._process.kill()
+        self._process.join(10)
+
+
+def copy_as_stage_2(producer: Producer, topic: str, message: Message, cluster_id: str) -> None:
+    """Produce a copy of ``message`` the way stage 2 writes one: same partition, key, value,
+    headers and timestamp, plus the provenance header naming its source record."""
+    partition, offset = message.partition(), message.offset()
+    headers = message.headers() or []
+    headers.append((HEADER_PROVENANCE, encode_provenance(cluster_id, partition, offset)))
+    produce_when_room(
+        producer,
+        topic,
+        value=message.value(),
+        key=message.key(),
+        partition=partition,
+        headers=headers,
+        timestamp=message.timestamp()[1],
+    )

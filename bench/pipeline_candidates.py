@@ -1,0 +1,86 @@
+"""The candidates of bench/pipeline_vs_mirrormaker.py as processes on the bench's two clusters:
+the pipeline's two roles, MirrorMaker 2 (set up by the subclass that compares them), and either
+one as the candidate of a phase under paced traffic."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+from bench.mirrormaker import MirrorMaker2
+from bench.replicator_throughput import PARTITIONS
+from localkafka import LocalCluster, RoleProcess
+
+
+class Candidates:
+    """The bench's clusters and what both candidates run with; the phases are its subclasses'."""
+
+    def __init__(self, clusters: list[LocalCluster], base: Path, libs: Path, *, verify: bool):
+        self.source, self.target = (c.bootstrap_servers for c in clusters)
+        # Node 1's replica of a topic stands for its size (every node holds one at RF 3).
+        self.data_dirs = [next(iter(c.nodes.values())).data_dir for c in clusters]
+        self.broker_pids = [node.pid for c in clusters for node in c.nodes.values()]
+        self.base = base
+        self.libs = libs
+        self.verify = verify
+        # Extra settings of both roles (bench/commit_limits.py varies the commit limits).
+        self.pipeline_env: dict[str, str] = {}
+        self.staging_compressions = ["lz4"]
+        self.workers = [1]  # REPLICATION_WORKERS of the pipeline's candidates beyond the first
+
+    @contextmanager
+    def _roles(
+        self, flow: str, topic: str, extra: dict[str, str] | None = None
+    ) -> Iterator[tuple[RoleProcess, RoleProcess]]:
+        env = {
+            "KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS": self.source,
+            "KAFKA_CLUSTERS_DESTINATION_BOOTSTRAP_SERVERS": self.target,
+            "REPLICATION_TOPICS_INCLUDE": re.escape(topic),
+            "REPLICATION_DESTINATION_TOPIC": "pipeline.{topic}",
+            "REPLICATION_FLOW": flow,
+            "REPLICATION_STAGING_PARTITIONS": str(PARTITIONS),
+            "STATE_DIR": str(self.base / "state" / flow),
+            "METRICS_PORT": "0",
+            **self.pipeline_env,
+            **(extra or {}),
+        }
+        logs = self.base / "roles" / flow
+        with ExitStack() as stack:
+            started = []
+            for role in ("replicator", "deduplicator"):
+                # The kit's process dies with the bench (even a SIGKILLed one): no role
+                # outlives the bench and its clusters. Workers are started by the command line.
+                if env.get("REPLICATION_WORKERS", "1") == "1":
+                    process = RoleProcess(role, env, logs)
+                else:
+                    process = RoleProcess("exactly", env, logs, args=(role,), name=role)
+                started.append(stack.enter_context(process))
+            yield started[0], started[1]
+
+    def _mirrormaker(self, alias: str, topic: str, *, exactly_once: bool) -> MirrorMaker2:
+        """MirrorMaker 2 from ``topic`` on the source, as the comparison sets it up."""
+        raise NotImplementedError
+
+    @contextmanager
+    def _candidate(
+        self, candidate: str, topic: str, tag: str
+    ) -> Iterator[tuple[str, Callable[[], None]]]:
+        if candidate == "pipeline":
+            with self._roles(f"bench-{tag}", topic) as (replicator, deduplicator):
+                yield f"pipeline.{topic}", lambda: check_roles(replicator, deduplicator)
+        else:
+            with self._mirrormaker(f"mm2eos{tag}", topic, exactly_once=True) as mm2:
+                yield mm2.destination_topic, lambda: check_mm2(mm2)
+
+
+def check_roles(*roles: RoleProcess) -> None:
+    for role in roles:
+        if not role.is_running():
+            raise RuntimeError(f"{role.name} exited with {role.returncode}\n{role.log_tail()}")
+
+
+def check_mm2(mm2: MirrorMaker2) -> None:
+    if not mm2.is_running():
+        raise RuntimeError(f"MirrorMaker 2 exited\n{mm2.log_tail()}")
