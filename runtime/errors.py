@@ -92,7 +92,7 @@ class IdentityTakenError(ConfigError):
 
 class DestinationCollisionError(ConfigError):
     """The naming settings give two replicated source topics one destination topic, or one a
-    name of the flow's own topics or starting with ``__`` (runtime/settings.py
+    name of the flow's own topics or starting with ``__`` (runtime/topic_naming.py
     ``destination_names``): stage 2 would mix their records. ``variable`` is the setting that
     made the name; ``str()`` names the source topics and the destination."""
 

@@ -22,7 +22,7 @@ def test_an_overridden_staging_topic_carries_its_meta_topic_along():
 
 
 def test_every_topic_of_a_flow_by_what_it_is():
-    # What a replicated topic may never be copied to (runtime/settings.py destination_names).
+    # What a replicated topic may never be copied to (runtime/topic_naming.py destination_names).
     assert FlowNames("orders", "staging-eu").topics == {
         "staging": "staging-eu",
         "meta": "staging-eu.meta",
