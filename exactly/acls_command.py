@@ -1,5 +1,5 @@
 """`exactly acls`: the ACLs each role of the flow in the environment needs, as a table or as
-the `kafka-acls.sh` commands that grant them (exactly/acls.py says why each)."""
+the `kafka-acls.sh` commands that grant them (runtime/grants.py says why each)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import sys
 import click
 from confluent_kafka import KafkaException
 
-from exactly.acls import ROLES, SOURCE, TARGET, Grant, flow_grants
+from exactly.acls import Grant, flow_grants
 from runtime import ConfigError, Settings, admin_client, kafka_error_of, load_settings
+from runtime.grants import ROLES, SOURCE, TARGET
 from runtime.settings import DESTINATION_PREFIX, SOURCE_PREFIX
 
 CONFIG_ERROR_EXIT_STATUS = 2
