@@ -1,6 +1,7 @@
 """The grants a flow's roles need, as one table: for each role and cluster, a resource type,
 which name (a kind: each source topic, staging, the deduplicator group, ...), the operations,
-literal or prefixed, and why. `exactly acls` expands it with a flow's names (exactly/acls.py).
+literal or prefixed, and why. `exactly acls` expands it with a flow's names (exactly/acls.py);
+a role reads it for what to name when a broker refuses it (``needs``).
 
 Derived from the calls each role makes (runtime/names.py names every resource):
 
@@ -21,7 +22,7 @@ allowed to create them (without CREATE it answers "not authorized").
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from runtime.names import FlowNames
@@ -77,6 +78,11 @@ _FIXED_NAMES = {
     # Spark's Kafka source names its consumers' groups spark-kafka-relation-<uuid>-...
     SPARK_GROUP_PREFIX: "spark-kafka-relation-",
 }
+
+# What a refusal of a role's reads and writes names: WRITE where the row grants it, else READ,
+# else the row's first operation. Its other calls (CREATE, DESCRIBE, ... at start-up) name
+# what they need themselves.
+_DATA_OPERATIONS = ("WRITE", "READ")
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,3 +291,37 @@ def name_of(kind: str, names: FlowNames) -> str:
     (SERIES), whose names the flow's topics and groups give."""
     fixed = _FIXED_NAMES.get(kind)
     return fixed if fixed is not None else _FLOW_NAMES[kind](names)
+
+
+def needs(
+    role: str, cluster: str, known: Mapping[str, str | Iterable[str]]
+) -> dict[str, tuple[str, str]]:
+    """What ``role`` needs granted on ``cluster`` for its reads and writes of the resources
+    ``known`` names, by resource type: (operation, name), as ``refusal``'s ``wanted`` takes it
+    (runtime/kafka_errors.py), in ``known``'s order.
+
+    ``known`` maps each kind the calls use (STAGING, DESTINATION_TOPIC, ...) to its name, or
+    names, at run time. A broker's refusal names no resource, only its type: the names of one
+    type are given together, sorted, joined by " or ". KeyError when ``role`` is granted
+    nothing of a kind on ``cluster``; ValueError when two kinds of one type would name two
+    operations."""
+    wanted: dict[str, tuple[str, set[str]]] = {}
+    for kind, named in known.items():
+        row = _row_of(role, cluster, kind)
+        operation = next((op for op in _DATA_OPERATIONS if op in row.operations), row.operations[0])
+        names = {named} if isinstance(named, str) else set(named)
+        before, so_far = wanted.get(row.resource, (operation, set()))
+        if before != operation:
+            raise ValueError(f"{role} on the {cluster}: {before} and {operation} on {row.resource}")
+        wanted[row.resource] = (operation, so_far | names)
+    return {
+        resource: (operation, " or ".join(sorted(names)))
+        for resource, (operation, names) in wanted.items()
+    }
+
+
+def _row_of(role: str, cluster: str, kind: str) -> GrantRow:
+    for row in GRANTS:
+        if row.role == role and cluster in row.clusters and row.kind == kind:
+            return row
+    raise KeyError(f"no grant of {kind} to the {role} on the {cluster} (runtime/grants.py)")
