@@ -8,7 +8,14 @@ from collections.abc import Iterable, Mapping
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from deduplicator.errors import DeduplicatorError, TransactionFailedError
-from runtime import raise_if_refused
+from runtime import grants, raise_if_refused
+from runtime.grants import (
+    CHANGELOG,
+    DEDUPLICATOR_GROUP,
+    DESTINATION_TOPIC,
+    STAGING,
+    TRANSACTIONAL_ID_PREFIX,
+)
 from runtime.names import FlowNames
 
 Wanted = Mapping[str, tuple[str, str]]
@@ -24,17 +31,22 @@ def needs(
     names: FlowNames,
     transactional_id: str,
     written: Iterable[str],
+    changelog: str,
     *,
     writing: bool = True,
 ) -> dict[str, tuple[str, str]]:
-    """What stage 2 needs granted for the transaction's writes (``writing``: to the topics
-    ``written``, the changelog among them) or for the staging reads (``refusal``'s ``wanted``)."""
-    topic = ("WRITE", " or ".join(sorted(written))) if writing else ("READ", names.staging)
-    return {
-        "TRANSACTIONAL_ID": ("WRITE", transactional_id),
-        "GROUP": ("READ", names.deduplicator_group),
-        "TOPIC": topic,
+    """What stage 2 needs granted for the transaction's writes (``writing``: to the destination
+    topics ``written`` and the ``changelog``) or for the staging reads (``refusal``'s
+    ``wanted``), as runtime/grants.py's table grants it."""
+    topics: dict[str, str | Iterable[str]] = (
+        {DESTINATION_TOPIC: written, CHANGELOG: changelog} if writing else {STAGING: names.staging}
+    )
+    known = {
+        TRANSACTIONAL_ID_PREFIX: transactional_id,
+        DEDUPLICATOR_GROUP: names.deduplicator_group,
+        **topics,
     }
+    return grants.needs("deduplicator", grants.TARGET, known)
 
 
 def raise_unacknowledged(producer: Producer, failures: list[KafkaError], wanted: Wanted) -> None:

@@ -103,8 +103,13 @@ class Deduplicator:
 
     def _needs(self, *, writing: bool = True) -> dict[str, tuple[str, str]]:
         """What stage 2 needs granted now (access.needs), for the refusal a broker answers."""
-        written = self._txn.written | {self.changelog_topic}
-        return access.needs(self.settings.names, self._transactional_id, written, writing=writing)
+        return access.needs(
+            self.settings.names,
+            self._transactional_id,
+            self._txn.written,
+            self.changelog_topic,
+            writing=writing,
+        )
 
     def _client_error(self, error: KafkaError) -> None:
         report_client_error(self.metrics, error)

@@ -2,7 +2,8 @@
 
 A refused authorization stops stage 1 with one line naming the ACL to grant (docs/security.md):
 ``runtime.refusal`` builds that line from ``wanted``, resource type -> (operation, name). These
-are the loop's ``wanted``: reading the source as the replicator group, writing staging.
+are the loop's ``wanted``: reading the source as the replicator group, writing staging, read
+from the one table of grants that ``exactly acls`` prints (runtime/grants.py).
 """
 
 from __future__ import annotations
@@ -10,20 +11,19 @@ from __future__ import annotations
 from confluent_kafka import KafkaError
 
 from runtime import NotAuthorizedError, raise_if_refused, refusal
+from runtime.grants import REPLICATOR_GROUP, SOURCE, SOURCE_TOPIC, STAGING, TARGET, needs
 
 
 def source_reads(group: str, topic: str | None) -> dict[str, tuple[str, str]]:
     """What stage 1's consumer needs granted on the source (``refusal``'s ``wanted``); ``topic``
     None when the error names no topic."""
-    return {
-        "GROUP": ("READ", group),
-        "TOPIC": ("READ", topic or "(a source topic)"),
-    }
+    known = {REPLICATOR_GROUP: group, SOURCE_TOPIC: topic or "(a source topic)"}
+    return needs("replicator", SOURCE, known)
 
 
 def staging_writes(staging: str) -> dict[str, tuple[str, str]]:
     """What stage 1's producer needs granted on the target."""
-    return {"TOPIC": ("WRITE", staging)}
+    return needs("replicator", TARGET, {STAGING: staging})
 
 
 def consumer_refusal(error: KafkaError, group: str) -> NotAuthorizedError | None:
