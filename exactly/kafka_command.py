@@ -29,7 +29,7 @@ from localkafka import (
     ensure_kafka,
     start_all,
 )
-from localkafka.cluster import SECURE_PROTOCOLS
+from localkafka.layout import SECURE_PROTOCOLS
 from localkafka.security import ADMIN_USER, USERS
 
 _EXPORTS = {"source": SOURCE_PREFIX, "target": DESTINATION_PREFIX}  # the variables' prefixes

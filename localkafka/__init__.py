@@ -6,7 +6,7 @@ Docker needed.
 """
 
 from localkafka.classarchive import ensure_class_archive
-from localkafka.cluster import ClusterInfo, LocalCluster
+from localkafka.cluster import LocalCluster
 from localkafka.errors import (
     ClusterStartError,
     ClusterStateError,
@@ -14,6 +14,7 @@ from localkafka.errors import (
     LocalKafkaError,
 )
 from localkafka.install import KAFKA_VERSION, KafkaDistribution, ensure_kafka
+from localkafka.layout import ClusterInfo
 from localkafka.ports import ROLE_PORTS, free_port, free_port_block, free_ports, port_is_free
 from localkafka.processes import (
     RoleProcess,

@@ -80,6 +80,15 @@ def make_credentials(directory: Path, users: tuple[str, ...] = USERS) -> Credent
     directory.mkdir(parents=True, exist_ok=True)
     os.chmod(directory, 0o700)  # private keys and passwords: the owner's only
     credentials = Credentials(directory)
+    ca_key, ca_name = _make_ca(credentials)
+    _make_broker_keystore(credentials, ca_key, ca_name)
+    for user in users:
+        _make_user(credentials, user, ca_key, ca_name)
+    return credentials
+
+
+def _make_ca(credentials: Credentials) -> tuple[ec.EllipticCurvePrivateKey, x509.Name]:
+    """The cluster's private CA, its certificate written to ``ca.pem``."""
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localkafka test CA")])
     ca = (
@@ -102,7 +111,13 @@ def make_credentials(directory: Path, users: tuple[str, ...] = USERS) -> Credent
         .sign(ca_key, hashes.SHA256())
     )
     _write(credentials.ca_path, ca.public_bytes(serialization.Encoding.PEM))
+    return ca_key, ca_name
 
+
+def _make_broker_keystore(
+    credentials: Credentials, ca_key: ec.EllipticCurvePrivateKey, ca_name: x509.Name
+) -> None:
+    """The broker's key and certificate as a PKCS#12 key store, and its password."""
     broker_key = ec.generate_private_key(ec.SECP256R1())
     broker = (
         _builder(_subject("localhost"), ca_name, broker_key)
@@ -117,7 +132,7 @@ def make_credentials(directory: Path, users: tuple[str, ...] = USERS) -> Credent
         .sign(ca_key, hashes.SHA256())
     )
     keystore_password = secrets.token_urlsafe(24)
-    _write(directory / "broker-keystore.password", keystore_password.encode() + b"\n")
+    _write(credentials.directory / "broker-keystore.password", keystore_password.encode() + b"\n")
     _write(
         credentials.broker_keystore_path,
         pkcs12.serialize_key_and_certificates(
@@ -129,20 +144,21 @@ def make_credentials(directory: Path, users: tuple[str, ...] = USERS) -> Credent
         ),
     )
 
-    for user in users:
-        key = ec.generate_private_key(ec.SECP256R1())
-        certificate = (
-            _builder(_subject(user), ca_name, key)
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
-            .sign(ca_key, hashes.SHA256())
-        )
-        _write(
-            credentials.certificate_path(user), certificate.public_bytes(serialization.Encoding.PEM)
-        )
-        # PKCS#8: the form both librdkafka and the Java client's PEM key store read.
-        _write(credentials.key_path(user), _pkcs8(key))
-        _write(credentials.password_path(user), secrets.token_urlsafe(24).encode() + b"\n")
-    return credentials
+
+def _make_user(
+    credentials: Credentials, user: str, ca_key: ec.EllipticCurvePrivateKey, ca_name: x509.Name
+) -> None:
+    """One user's client certificate, its key and a random SCRAM password."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    certificate = (
+        _builder(_subject(user), ca_name, key)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    _write(credentials.certificate_path(user), certificate.public_bytes(serialization.Encoding.PEM))
+    # PKCS#8: the form both librdkafka and the Java client's PEM key store read.
+    _write(credentials.key_path(user), _pkcs8(key))
+    _write(credentials.password_path(user), secrets.token_urlsafe(24).encode() + b"\n")
 
 
 def _subject(common_name: str) -> x509.Name:

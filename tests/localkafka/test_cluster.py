@@ -16,7 +16,7 @@ from localkafka import (
     LocalCluster,
     ensure_class_archive,
 )
-from localkafka.cluster import uses_zookeeper
+from localkafka.layout import uses_zookeeper
 from tests.kafka_helpers import create_topic, read_at_least
 
 
