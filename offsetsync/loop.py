@@ -18,34 +18,24 @@ Invariants a cycle keeps:
 from __future__ import annotations
 
 import time
-from collections import OrderedDict, defaultdict
+from collections import defaultdict
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import KafkaException
 
+from offsetsync.cache import CachedTranslations
 from offsetsync.checkpoints import Checkpoint, CheckpointWriter
 from offsetsync.clients import SyncClients
 from offsetsync.errors import NoOffsetsError, OffsetSyncError
 from offsetsync.groups import GROUP_ACTIVE, GroupOffsets, is_idle, translated_metadata
 from offsetsync.metrics import GROUP_STATES, OffsetSyncMetrics
 from offsetsync.reading import Key
-from offsetsync.translate import (
-    BehindRetention,
-    Request,
-    Translated,
-    Translation,
-    Waiting,
-    translate_all,
-)
+from offsetsync.translate import BehindRetention, Request, Translated, Translation, Waiting
 from runtime import RetriableKafkaError, Settings, get_logger, translate_kafka_errors
 
 log = get_logger("offsetsync")
-
-# Translations of offsets seen before, kept across cycles: an idle group's offsets are
-# translated once, not every cycle. Bounded; an evicted one is translated again.
-_CACHE_SIZE = 100_000
 
 _BEAT_EVERY_S = 10.0
 _RECONNECT_AFTER = 3  # failed cycles in a row
@@ -98,7 +88,7 @@ class OffsetSync:
         self._behind: set[GroupPartition] = set()  # warned about, by source partition
         self._unknown: set[GroupPartition] = set()  # warned about, by destination partition
         self._translated: set[GroupPartition] = set()  # logged, by source partition
-        self._cache: OrderedDict[Request, Translated] = OrderedDict()
+        self._translations = CachedTranslations()
 
     def run(self) -> None:
         interval_s = self._settings.sync_interval_ms / 1000
@@ -126,7 +116,12 @@ class OffsetSync:
         self._clients.serve_callbacks()
         self._checkpoints.serve_callbacks()
         requests = self._source_offsets()
-        translations = self._translate(set(requests.values()))
+        translations = self._translations.translate(
+            self._clients,
+            set(requests.values()),
+            self._cluster_id,
+            header=self._settings.provenance_header,
+        )
         states: dict[str, str] = {}
         moves: dict[str, dict[Key, _Move]] = defaultdict(dict)
         for (group, source_key), request in requests.items():
@@ -219,32 +214,6 @@ class OffsetSync:
                 topic=source_key[0],
                 partition=source_key[1],
             )
-
-    def _translate(self, requests: set[Request]) -> dict[Request, Translation]:
-        answers: dict[Request, Translation] = {}
-        unknown = []
-        for request in requests:
-            cached = self._cache.get(request)
-            if cached is None:
-                unknown.append(request)
-            else:
-                self._cache.move_to_end(request)
-                answers[request] = cached
-        fresh = translate_all(
-            self._clients.source_reader,
-            self._clients.destination_reader,
-            unknown,
-            self._cluster_id,
-            header=self._settings.provenance_header,
-        )
-        for request, translation in fresh.items():
-            # Only a translation is final; waiting and retention change with time.
-            if isinstance(translation, Translated):
-                self._cache[request] = translation
-        while len(self._cache) > _CACHE_SIZE:
-            self._cache.popitem(last=False)
-        answers.update(fresh)
-        return answers
 
     def _not_translatable(
         self, group: str, source_key: Key, translation: Translation, states: dict[str, str]

@@ -28,6 +28,7 @@ from confluent_kafka import Message
 
 from envelope.provenance import carries_provenance, find_provenance
 from offsetsync.reading import KEEP, STOP, ClusterReader, Key
+from offsetsync.translation import BehindRetention, Request, Translated, Translation, Waiting
 
 # Records read through rather than sought over: a seek costs a round trip, reading 500 small
 # records costs about as much.
@@ -35,40 +36,6 @@ _GAP = 500
 # How far before the end of a caught-up partition to look for the last record: a longer run of
 # aborted records or markers is read in further steps.
 _LOOK_BACK = 64
-
-
-@dataclass(frozen=True, slots=True)
-class Request:
-    source_topic: str
-    destination_topic: str
-    partition: int
-    committed: int
-
-
-@dataclass(frozen=True, slots=True)
-class Translated:
-    destination_offset: int
-    # True: located by the provenance header; False: by timestamp alone (may re-read records
-    # of the same millisecond, never skips one).
-    exact: bool
-
-
-@dataclass(frozen=True, slots=True)
-class Waiting:
-    """Replication has not yet committed the copy of this source record."""
-
-    source_offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class BehindRetention:
-    """The committed offset is below the source's log start: the records the group would read
-    next are gone from the source, so there is nothing exact to translate."""
-
-    log_start: int
-
-
-Translation = Translated | Waiting | BehindRetention
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +69,36 @@ def translate_all(
                 answers[request] = BehindRetention(log_start)
             elif request.committed < end:
                 wanted[key].add(request.committed)
+    located, targets = _locate(source, by_partition, bounds, answers, wanted)
+    copies = _find_copies(destination, targets, source_cluster_id, header)
+    empty_starts = _log_starts(
+        destination, {(r.destination_topic, r.partition) for r, m in located.items() if m is None}
+    )
+    for request, record in located.items():
+        destination_key = (request.destination_topic, request.partition)
+        if record is None:
+            # Not one readable record in the source partition below its end: the group reads
+            # whatever the destination holds, once the destination partition exists.
+            start = empty_starts.get(destination_key)
+            answers[request] = (
+                Waiting(request.committed) if start is None else Translated(start, exact=False)
+            )
+            continue
+        copy = copies.get((destination_key, record.offset()))
+        answers[request] = _answer(request, record, copy)
+    return answers
+
+
+def _locate(
+    source: ClusterReader,
+    by_partition: Mapping[Key, list[Request]],
+    bounds: Mapping[Key, tuple[int, int]],
+    answers: Mapping[Request, Translation],
+    wanted: Mapping[Key, set[int]],
+) -> tuple[dict[Request, Message | None], dict[Key, dict[int, Message]]]:
+    """The source record whose copy answers each request not answered yet (None: not one
+    readable record below the partition's end), and those records by destination partition and
+    offset."""
     firsts = _first_records(source, wanted, bounds)
     # Caught up: nothing readable at or after the committed offset. Such a group resumes right
     # after the copy of the last record before it (a copy of a later record, produced since, is
@@ -126,23 +123,7 @@ def translate_all(
             located[request] = record
             if record is not None:
                 targets[(request.destination_topic, request.partition)][record.offset()] = record
-    copies = _find_copies(destination, targets, source_cluster_id, header)
-    empty_starts = _log_starts(
-        destination, {(r.destination_topic, r.partition) for r, m in located.items() if m is None}
-    )
-    for request, record in located.items():
-        destination_key = (request.destination_topic, request.partition)
-        if record is None:
-            # Not one readable record in the source partition below its end: the group reads
-            # whatever the destination holds, once the destination partition exists.
-            start = empty_starts.get(destination_key)
-            answers[request] = (
-                Waiting(request.committed) if start is None else Translated(start, exact=False)
-            )
-            continue
-        copy = copies.get((destination_key, record.offset()))
-        answers[request] = _answer(request, record, copy)
-    return answers
+    return located, targets
 
 
 def _answer(request: Request, record: Message, copy: _Copy | None) -> Translation:
