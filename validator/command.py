@@ -241,9 +241,10 @@ def _run(
             file=sys.stderr,
         )
         return EXIT_BAD_INPUT
+    from validator.chart import write_chart
     from validator.merge import java_message
     from validator.progress import Progress
-    from validator.render import render_table, write_chart
+    from validator.render import render_table
     from validator.report import write_json
     from validator.snapshot import TimeRange
 

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from validator.render import DISCREPANCY_KINDS, render_table, write_chart
+from validator.chart import write_chart
+from validator.render import DISCREPANCY_KINDS, render_table
 
 _OUTSIDE_REASONS = (
     "source_retention",
