@@ -14,10 +14,14 @@ import sys
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from validator.errors import EXIT_BAD_INPUT, EXIT_INCOMPLETE, ValidatorError
+
+if TYPE_CHECKING:
+    from runtime.settings import Settings
 
 _OVERRIDES = {
     "source": "KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS",
@@ -217,35 +221,15 @@ def _run(
     plan: str,
     examples: int,
 ) -> int:
-    from rich.console import Console
-
-    from runtime.errors import ConfigError
-    from runtime.logs import configure_logging
-    from runtime.settings import load_settings
-
-    try:
-        settings = load_settings(env)
-    except ConfigError as exc:
-        print(f"exactly validate: configuration error: {exc}", file=sys.stderr)
+    settings = _settings(env)
+    if settings is None:
         return EXIT_BAD_INPUT
-    configure_logging(settings.log_level, "validator", json=settings.log_format == "json")
     try:
         from validator.audit import AuditOptions, run_audit
     except ModuleNotFoundError as exc:
-        # The roles' install leaves Spark out (the `validator` extra brings it).
-        if (exc.name or "").partition(".")[0] != "pyspark":
-            raise
-        print(
-            "exactly validate: needs pyspark, which this install leaves out: "
-            "pip install 'kafka-exactly[validator]' (or run the exactly-validator image)",
-            file=sys.stderr,
-        )
-        return EXIT_BAD_INPUT
-    from validator.chart import write_chart
+        return _without_pyspark(exc)
     from validator.merge import java_message
     from validator.progress import Progress
-    from validator.render import render_table
-    from validator.report import write_json
     from validator.snapshot import TimeRange
 
     options = AuditOptions(
@@ -276,6 +260,49 @@ def _run(
             raise
         print(f"exactly validate: the audit could not finish: {java_message(exc)}", file=sys.stderr)
         return EXIT_INCOMPLETE
+    _write_outputs(result, report_path, chart_path)
+    status: int = result["exit_status"]
+    return status
+
+
+def _without_pyspark(exc: ModuleNotFoundError) -> int:
+    """Bad input, and one line that says how to install Spark, when this install left it out;
+    any other module missing is raised (called while `exc` is handled)."""
+    # The roles' install leaves Spark out (the `validator` extra brings it).
+    if (exc.name or "").partition(".")[0] != "pyspark":
+        raise exc
+    print(
+        "exactly validate: needs pyspark, which this install leaves out: "
+        "pip install 'kafka-exactly[validator]' (or run the exactly-validator image)",
+        file=sys.stderr,
+    )
+    return EXIT_BAD_INPUT
+
+
+def _settings(env: dict[str, str]) -> Settings | None:
+    """The settings, logging configured by them; None (and one line says why) when they are
+    not valid."""
+    from runtime.errors import ConfigError
+    from runtime.logs import configure_logging
+    from runtime.settings import load_settings
+
+    try:
+        settings = load_settings(env)
+    except ConfigError as exc:
+        print(f"exactly validate: configuration error: {exc}", file=sys.stderr)
+        return None
+    configure_logging(settings.log_level, "validator", json=settings.log_format == "json")
+    return settings
+
+
+def _write_outputs(result: dict[str, Any], report_path: Path, chart_path: Path) -> None:
+    """The report as JSON, its chart, and the summary on standard output."""
+    from rich.console import Console
+
+    from validator.chart import write_chart
+    from validator.render import render_table
+    from validator.report import write_json
+
     write_json(result, report_path)
     write_chart(result, chart_path)
     # Off a terminal (CI logs, a pod) rich assumes 80 columns and squeezes the table unreadable.
@@ -284,8 +311,6 @@ def _run(
         console = Console(highlight=False, width=240)
     render_table(result, console)
     print(f"report: {report_path}  chart: {chart_path}")
-    status: int = result["exit_status"]
-    return status
 
 
 def _interrupt(signum: int, _frame: object) -> None:
