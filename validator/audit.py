@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from py4j.protocol import Py4JError
-from pyspark.sql import SparkSession
+from pyspark.sql import Row, SparkSession
 from pyspark.sql import functions as F
 
 from runtime.logs import get_logger
@@ -98,38 +98,7 @@ def _audit(
     started: datetime,
     cluster_options: tuple[dict[str, str], dict[str, str]],
 ) -> dict[str, Any]:
-    total = sum(r.size for pair in snapshot.pairs for r in pair.source.values())
-    merged = Merged()
-    unusable = merge_unusable(spark) if options.plan == AUTO else None
-    if options.plan == AUTO and unusable is None:
-        progress.phase(
-            f"merging {snapshot.partition_count} partition pairs of {len(snapshot.pairs)} "
-            f"topic(s) in offset order, up to {total:,} source offsets, one Spark task each ("
-            + ", ".join(f"{topic}: by {mode}" for topic, mode in modes.items())
-            + ")"
-        )
-        try:
-            merged = merge_all(
-                spark,
-                snapshot,
-                modes,
-                two_way=options.two_way,
-                source=cluster_options[0],
-                destination=cluster_options[1],
-            )
-        except Py4JError as exc:
-            # The join plan may still give a verdict (a bug of the merge's must not cost one);
-            # where the clusters are the cause, it fails too and says so.
-            _log.warning(
-                "the merge failed: every topic is checked by the join plan",
-                reason=java_message(exc),
-            )
-    elif options.plan == AUTO:
-        _log.warning(
-            f"{unusable}: every topic is checked by the join plan, which costs several reads "
-            "of both topics (under spark-submit, pass --jars with the path `python -m "
-            "validator.merge_jar` prints)"
-        )
+    merged = _merged(spark, snapshot, modes, options, progress, cluster_options)
     rest = tuple(pair for pair in snapshot.pairs if pair.source_topic not in merged.proven)
     records, findings, examples = dict(merged.records), dict(merged.findings), merged.examples
     if rest:
@@ -163,6 +132,51 @@ def _audit(
         log_starts_moved=moved,
         two_way=options.two_way,
     )
+
+
+def _merged(
+    spark: SparkSession,
+    snapshot: Snapshot,
+    modes: dict[str, str],
+    options: AuditOptions,
+    progress: Progress,
+    cluster_options: tuple[dict[str, str], dict[str, str]],
+) -> Merged:
+    """The merge plan (validator/merge.py) over every pair where it can run; where it cannot or
+    fails, nothing merged (a warning says why), so the join plan checks every topic."""
+    total = sum(r.size for pair in snapshot.pairs for r in pair.source.values())
+    merged = Merged()
+    unusable = merge_unusable(spark) if options.plan == AUTO else None
+    if options.plan == AUTO and unusable is None:
+        progress.phase(
+            f"merging {snapshot.partition_count} partition pairs of {len(snapshot.pairs)} "
+            f"topic(s) in offset order, up to {total:,} source offsets, one Spark task each ("
+            + ", ".join(f"{topic}: by {mode}" for topic, mode in modes.items())
+            + ")"
+        )
+        try:
+            merged = merge_all(
+                spark,
+                snapshot,
+                modes,
+                two_way=options.two_way,
+                source=cluster_options[0],
+                destination=cluster_options[1],
+            )
+        except Py4JError as exc:
+            # The join plan may still give a verdict (a bug of the merge's must not cost one);
+            # where the clusters are the cause, it fails too and says so.
+            _log.warning(
+                "the merge failed: every topic is checked by the join plan",
+                reason=java_message(exc),
+            )
+    elif options.plan == AUTO:
+        _log.warning(
+            f"{unusable}: every topic is checked by the join plan, which costs several reads "
+            "of both topics (under spark-submit, pass --jars with the path `python -m "
+            "validator.merge_jar` prints)"
+        )
+    return merged
 
 
 def _joined(
@@ -210,6 +224,14 @@ def _joined(
         .agg(F.sum("count").alias("count"), F.min("example").alias("first"))
         .collect()
     )
+    return _tally(rows)
+
+
+def _tally(
+    rows: list[Row],
+) -> tuple[dict[tuple[str, str, int], int], dict[tuple[str, int, str], int], list[dict[str, Any]]]:
+    """The join plan's aggregated rows as the records read on each side, the count of each
+    finding, and the first finding of each kind in each partition."""
     records = {}
     findings = {}
     for row in rows:
