@@ -49,27 +49,7 @@ def find_events(
     ``two_way``: destination records without the header were produced on the destination
     cluster (``local``), not invented; only the provenance plan can tell them apart."""
     ranges = _ranges_frame(spark, snapshot)
-    source = both.filter(F.col("side") == SOURCE).select(
-        "topic",
-        "partition",
-        F.col("offset").alias("s_offset"),
-        *[F.col(c).alias(f"s_{c}") for c in ("kh", "vh", "hh", "ts", "h")],
-        F.col("carries_origin").alias("s_looped"),
-    )
-    destination = both.filter(F.col("side") == DESTINATION).select(
-        "topic",
-        F.col("partition").alias("d_partition"),
-        F.col("offset").alias("d_offset"),
-        "kh",
-        "vh",
-        "hh",
-        "ts",
-        "h",
-        "origin_cluster",
-        "origin_partition",
-        "origin_offset",
-        "carries_origin",
-    )
+    source, destination = _sides(both)
     # Several branches of the plan read the destination (pairs, how far replication reached,
     # records without our header): cached, Kafka is read once. The source feeds one branch.
     destination = destination.persist(StorageLevel.MEMORY_AND_DISK)
@@ -106,6 +86,32 @@ def find_events(
     )
 
 
+def _sides(both: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """The source's and the destination's records, each with the columns its plans read."""
+    source = both.filter(F.col("side") == SOURCE).select(
+        "topic",
+        "partition",
+        F.col("offset").alias("s_offset"),
+        *[F.col(c).alias(f"s_{c}") for c in ("kh", "vh", "hh", "ts", "h")],
+        F.col("carries_origin").alias("s_looped"),
+    )
+    destination = both.filter(F.col("side") == DESTINATION).select(
+        "topic",
+        F.col("partition").alias("d_partition"),
+        F.col("offset").alias("d_offset"),
+        "kh",
+        "vh",
+        "hh",
+        "ts",
+        "h",
+        "origin_cluster",
+        "origin_partition",
+        "origin_offset",
+        "carries_origin",
+    )
+    return source, destination
+
+
 def _compaction(
     events: DataFrame,
     source: DataFrame,
@@ -130,9 +136,6 @@ def _compaction(
     # Each step below reads the events three times (the matched, the judged, the rest):
     # computed once, not once for each (the joins and windows behind them are the audit's cost).
     events = events.persist(StorageLevel.MEMORY_AND_DISK)
-    matched = F.col("kind") == MATCHED
-    # The side whose later copied record of the key replaced the one the cleaner removed.
-    side_name = {"destination": "source", "source": "destination"}
     for topics, side, kind, offset, partition, key, cleaned in (
         (destination_compacted, source, "missing", "s_offset", "partition", "s_kh", "destination"),
         (
@@ -147,38 +150,56 @@ def _compaction(
     ):
         if not topics:
             continue
-        in_scope = F.col("topic").isin(topics)
-        keys = side.filter(in_scope).select("topic", partition, offset, key)
-        latest = (
-            events.filter(in_scope & matched)
-            .select("topic", partition, offset)
-            .join(keys, ["topic", partition, offset])
-            .groupBy("topic", partition, key)
-            .agg(F.max(offset).alias("latest_copied"))
-        )
-        judged = in_scope & (F.col("kind") == kind)
-        replaced = F.col("latest_copied") > F.col(offset)
-        reclassified = (
-            events.filter(judged)
-            .join(keys, ["topic", partition, offset], "left")
-            .join(latest, ["topic", partition, key], "left")
-            .select(
-                *EVENT_COLUMNS[:5],
-                F.when(replaced, F.lit("compacted")).otherwise(F.col("kind")).alias("kind"),
-                F.when(
-                    replaced,
-                    F.concat(
-                        F.lit(f"compacted away on the {cleaned}: {side_name[cleaned]} offset "),
-                        F.col("latest_copied"),
-                        F.lit(" of its key was copied"),
-                    ),
-                )
-                .otherwise(F.col("detail"))
-                .alias("detail"),
-            )
-        )
-        events = events.filter(~judged).unionByName(reclassified)
+        events = _compacted(events, topics, side, kind, offset, partition, key, cleaned)
     return events
+
+
+def _compacted(
+    events: DataFrame,
+    topics: list[str],
+    side: DataFrame,
+    kind: str,
+    offset: str,
+    partition: str,
+    key: str,
+    cleaned: str,
+) -> DataFrame:
+    """``events`` with each ``kind`` finding in ``topics`` whose key has a later copied record
+    on ``side`` as ``compacted``: the ``cleaned`` side's log cleaner removed it (_compaction)."""
+    matched = F.col("kind") == MATCHED
+    # The side whose later copied record of the key replaced the one the cleaner removed.
+    side_name = {"destination": "source", "source": "destination"}
+    in_scope = F.col("topic").isin(topics)
+    keys = side.filter(in_scope).select("topic", partition, offset, key)
+    latest = (
+        events.filter(in_scope & matched)
+        .select("topic", partition, offset)
+        .join(keys, ["topic", partition, offset])
+        .groupBy("topic", partition, key)
+        .agg(F.max(offset).alias("latest_copied"))
+    )
+    judged = in_scope & (F.col("kind") == kind)
+    replaced = F.col("latest_copied") > F.col(offset)
+    reclassified = (
+        events.filter(judged)
+        .join(keys, ["topic", partition, offset], "left")
+        .join(latest, ["topic", partition, key], "left")
+        .select(
+            *EVENT_COLUMNS[:5],
+            F.when(replaced, F.lit("compacted")).otherwise(F.col("kind")).alias("kind"),
+            F.when(
+                replaced,
+                F.concat(
+                    F.lit(f"compacted away on the {cleaned}: {side_name[cleaned]} offset "),
+                    F.col("latest_copied"),
+                    F.lit(" of its key was copied"),
+                ),
+            )
+            .otherwise(F.col("detail"))
+            .alias("detail"),
+        )
+    )
+    return events.filter(~judged).unionByName(reclassified)
 
 
 def _ranges_frame(spark: SparkSession, snapshot: Snapshot) -> DataFrame:
