@@ -46,29 +46,7 @@ def build_report(
 ) -> dict[str, Any]:
     """``records`` maps (side, source topic, partition) to the records read on that side;
     ``plans`` each source topic to the plan that checked it (validator/audit.py)."""
-    partitions = []
-    for pair in snapshot.pairs:
-        for p in pair.partitions:
-            row: dict[str, Any] = {
-                "source_topic": pair.source_topic,
-                "destination_topic": pair.destination_topic,
-                "partition": p,
-                "match": modes[pair.source_topic],
-                "source_range": _range(pair.source.get(p)),
-                "destination_range": _range(pair.destination.get(p)),
-                "source_records": records.get(("source", pair.source_topic, p), 0),
-                "destination_records": records.get(("destination", pair.source_topic, p), 0),
-                MATCHED: findings.get((pair.source_topic, p, MATCHED), 0),
-            }
-            for kind in DISCREPANCY_KINDS:
-                row[kind] = findings.get((pair.source_topic, p, kind), 0)
-            for kind in (IN_FLIGHT, *NOT_COPIED_KINDS):
-                row[kind] = findings.get((pair.source_topic, p, kind), 0)
-            row["outside_range"] = {
-                kind: findings.get((pair.source_topic, p, kind), 0) for kind in OUTSIDE_KINDS
-            }
-            row["clean"] = _clean(row, require_complete)
-            partitions.append(row)
+    partitions = _partition_rows(snapshot, modes, records, findings, require_complete)
     totals = _totals(partitions)
     clean = all(row["clean"] for row in partitions)
     return {
@@ -103,6 +81,40 @@ def build_report(
         "partitions": partitions,
         "examples": {kind: rows for kind, rows in examples.items() if rows},
     }
+
+
+def _partition_rows(
+    snapshot: Snapshot,
+    modes: Mapping[str, str],
+    records: Mapping[tuple[str, str, int], int],
+    findings: Counts,
+    require_complete: bool,
+) -> list[dict[str, Any]]:
+    """One row of counts for each partition pair, in the snapshot's order."""
+    partitions = []
+    for pair in snapshot.pairs:
+        for p in pair.partitions:
+            row: dict[str, Any] = {
+                "source_topic": pair.source_topic,
+                "destination_topic": pair.destination_topic,
+                "partition": p,
+                "match": modes[pair.source_topic],
+                "source_range": _range(pair.source.get(p)),
+                "destination_range": _range(pair.destination.get(p)),
+                "source_records": records.get(("source", pair.source_topic, p), 0),
+                "destination_records": records.get(("destination", pair.source_topic, p), 0),
+                MATCHED: findings.get((pair.source_topic, p, MATCHED), 0),
+            }
+            for kind in DISCREPANCY_KINDS:
+                row[kind] = findings.get((pair.source_topic, p, kind), 0)
+            for kind in (IN_FLIGHT, *NOT_COPIED_KINDS):
+                row[kind] = findings.get((pair.source_topic, p, kind), 0)
+            row["outside_range"] = {
+                kind: findings.get((pair.source_topic, p, kind), 0) for kind in OUTSIDE_KINDS
+            }
+            row["clean"] = _clean(row, require_complete)
+            partitions.append(row)
+    return partitions
 
 
 def write_json(report: Mapping[str, Any], path: Path) -> None:
