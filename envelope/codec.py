@@ -247,7 +247,12 @@ def _validate(wire: object) -> None:
         raise _field_error("records", "array", rows)
     if not rows:
         raise MalformedEnvelopeError("envelope field 'records': empty (at least one record)")
+    _validate_records(rows, last, prev_offset)
 
+
+def _validate_records(rows: tuple[object, ...], last: int, prev_offset: int | None) -> None:
+    """The records of `_validate`'s envelope, after its header fields: one call per envelope,
+    the loop over its records inside (a call per record would cost the hot path)."""
     int64_min, int64_max = _INT64_MIN, _INT64_MAX
     for i, row in enumerate(rows):
         if type(row) is not tuple or len(row) != 6:
