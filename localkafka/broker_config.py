@@ -127,7 +127,7 @@ def _shared_broker_properties(layout: ClusterLayout) -> dict[str, str]:
         "log.cleaner.backoff.ms": "1000",
         # Kafka's default, and the official image's: brokers create a topic that a metadata
         # request names. The product must be right where they do (its clients never ask them
-        # to: runtime/settings.py), and with it off here, tests hid that stage 1's own check
+        # to: runtime/cluster_settings.py), and with it off here, tests hid that stage 1's own check
         # for a destination topic created it with one partition.
         "auto.create.topics.enable": "true",
         "num.network.threads": "2",

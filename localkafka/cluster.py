@@ -328,7 +328,7 @@ class LocalCluster(ClusterLayout):
             await_in_sync(self.bootstrap_servers, sorted(self.nodes), timeout_s)
 
     def destroy(self) -> None:
-        """Stop both JVMs and delete the directory with its data and logs."""
+        """Stop every JVM of the cluster and delete the directory with its data and logs."""
         self.stop()
         shutil.rmtree(self.directory, ignore_errors=True)
 

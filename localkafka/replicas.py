@@ -19,7 +19,7 @@ from localkafka.install import ensure_kafka
 from localkafka.node import java_executable
 from localkafka.readiness import QUIET_CLIENT_LOG
 
-# The partition count localkafka gives its internal topics (cluster.py): a coordinator is the
+# The partition count localkafka gives its internal topics (broker_config.py): a coordinator is the
 # leader of the partition its group id or transactional id hashes to.
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_TOPIC = "__transaction_state"

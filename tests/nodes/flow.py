@@ -23,7 +23,7 @@ HOLD_S = 8.0
 # How long a restarted node may take to rejoin with every replica in sync (start_node): a JVM
 # start, log recovery and catching up, on a loaded machine.
 RESTART_S = 180.0
-# localkafka's broker session (cluster.py): a SIGKILLed node's partitions move after it.
+# localkafka's broker session (broker_config.py): a SIGKILLed node's partitions move after it.
 SESSION_S = 6.0
 # What a SIGKILL may stall the destination for: Kafka's failover (the session, then an election
 # and a leader or coordinator that loads its log: up to 7.6 s for the offsets of stage 2's group
