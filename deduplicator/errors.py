@@ -17,6 +17,13 @@ class StateStoreError(DeduplicatorError):
     """
 
 
+class StateStoreLockedError(StateStoreError):
+    """Another open store holds the directory's lock: a client in this process, or another
+    process that owned the partition before and still runs (frozen, or sharing STATE_DIR).
+    Not a corrupt store: deleting it would leave that other RocksDB writing files into the
+    directory of the new one (docs/design.md §3)."""
+
+
 class TransactionFailedError(DeduplicatorError):
     """The open transaction cannot commit (records unacknowledged, a retriable error past its
     deadline): abort, rewind to the committed offsets and go on. Nothing of it becomes visible."""

@@ -34,6 +34,8 @@ RETRY_LOG_INTERVAL_S = 30.0
 # default) keeps counting: past this deadline the process exits and its successor resumes the
 # restore from the batch it reached, rather than being evicted from the group mid-restore.
 RESTORE_DEADLINE_S = 120.0
+# How often a state store held open by another client is tried again, within that deadline.
+LOCK_RETRY_S = 0.5
 # A transaction's flush is watched this often for a record that failed (the loop's _flushed).
 FLUSH_SLICE_S = 0.5
 # How long a failing process waits for its open transaction's abort before it exits anyway.

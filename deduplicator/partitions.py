@@ -11,8 +11,8 @@ from pathlib import Path
 from confluent_kafka import Consumer, Message, TopicPartition
 
 from deduplicator.backlog import Backlog
-from deduplicator.errors import DeduplicatorError
-from deduplicator.limits import RESTORE_DEADLINE_S
+from deduplicator.errors import DeduplicatorError, StateStoreLockedError
+from deduplicator.limits import LOCK_RETRY_S, RESTORE_DEADLINE_S
 from deduplicator.metrics import DeduplicatorMetrics
 from deduplicator.restore import ChangelogReader, changelog_reader, changelog_tail
 from deduplicator.state import StateStore
@@ -48,6 +48,8 @@ class Partitions:
         with changelog_reader(self.settings) as reader:
             for tp in partitions:
                 self._positions.pop(tp.partition, None)  # read again from the group's commit
+                if (held := self.stores.pop(tp.partition, None)) is not None:
+                    held.close()  # assigned again without a revoke: its lock would be ours
                 self.stores[tp.partition] = self._open_store(reader, tp.partition, deadline)
         self.metrics.assigned_partitions.set(len(self.stores))
         log.info("staging partitions assigned", partitions=[tp.partition for tp in partitions])
@@ -101,16 +103,8 @@ class Partitions:
             self.backlog.committed(partition, offset)
 
     def _open_store(self, reader: ChangelogReader, partition: int, deadline: float) -> StateStore:
-        """The partition's RocksDB, brought up to date from the changelog (the truth). A store
-        that cannot be opened, for whatever reason StateStore.open gives (a held lock
-        included), is deleted and restored from the beginning of the changelog."""
-        directory = self._state_root / str(partition)
-        try:
-            store = StateStore.open(directory)
-        except DeduplicatorError as exc:
-            log.warning("state store unusable; restoring from the changelog", error=str(exc))
-            StateStore.destroy(directory)
-            store = StateStore.open(directory)
+        """The partition's RocksDB, brought up to date from the changelog (the truth)."""
+        store = open_or_recreate(self._state_root / str(partition), deadline)
         try:
             started = time.monotonic()
             reflected = store.changelog_offset()
@@ -131,3 +125,23 @@ class Partitions:
             seconds=round(seconds, 2),
         )
         return store
+
+
+def open_or_recreate(directory: Path, deadline: float) -> StateStore:
+    """The store in ``directory``. One that cannot be opened (corrupt, not a store) is only a
+    lost cache: deleted, and restored from the beginning of the changelog by the caller. One
+    that another client holds open is waited for until ``deadline`` (a previous owner letting
+    go), then StateStoreLockedError: the role stops and its restart tries again. Never
+    deleted, since the other RocksDB would go on writing files into the directory of the new
+    one, and the state stage 2 deduplicates by with them (invariant 5)."""
+    while True:
+        try:
+            return StateStore.open(directory)
+        except StateStoreLockedError:
+            if time.monotonic() + LOCK_RETRY_S > deadline:
+                raise
+            time.sleep(LOCK_RETRY_S)
+        except DeduplicatorError as exc:
+            log.warning("state store unusable; restoring from the changelog", error=str(exc))
+            StateStore.destroy(directory)
+            return StateStore.open(directory)

@@ -11,7 +11,8 @@ whole again, after a crash at any instruction.
 
 A directory that cannot be opened as a store (not a RocksDB, corrupt, a file in its place) raises
 StateStoreError naming it; the caller may then `StateStore.destroy` it and restore from the
-beginning of the changelog, which loses nothing.
+beginning of the changelog, which loses nothing. A store another client holds open raises
+StateStoreLockedError, and must not be destroyed: that client's RocksDB still writes there.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Self
 import msgpack
 from rocksdict import Options, Rdict, WriteBatch, WriteOptions
 
-from deduplicator.errors import StateStoreError
+from deduplicator.errors import StateStoreError, StateStoreLockedError
 from deduplicator.rule import PartitionState, decode_state, encode_state
 from runtime.closeable import Closeable
 
@@ -34,6 +35,9 @@ from runtime.closeable import Closeable
 _RESERVED_PREFIX = b"\xff"
 _OFFSET_KEY = _RESERVED_PREFIX + b"changelog-offset"
 _OFFSET = struct.Struct(">q")
+# In RocksDB's answer when another client holds the store: "While lock file: <dir>/LOCK: ..."
+# from another process, "lock hold by current process ... <dir>/LOCK: ..." from this one.
+_LOCK_HELD = "/LOCK: "
 
 RESTORE_BATCH_SIZE = 10_000
 # States held in memory for the hot path; one per source partition of this staging partition,
@@ -83,8 +87,10 @@ class StateStore(Closeable):
         try:
             db = Rdict(str(directory), options=_options())
         except Exception as e:  # rocksdict raises plain Exception for every failure
-            # Also when another open store holds its lock, which is no corruption; yet stage 2
-            # deletes and restores on any failure here, that one included (partitions.py).
+            if _LOCK_HELD in str(e):  # RocksDB names the lock file whoever holds it
+                raise StateStoreLockedError(
+                    f"the state store in {directory} is open elsewhere (its lock is held: {e})"
+                ) from e
             raise StateStoreError(
                 f"cannot open the state store in {directory}: {e} (if it is corrupt, delete it "
                 "and restore from the changelog from the beginning)"

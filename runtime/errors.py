@@ -28,6 +28,7 @@ ExactlyError                        root: every package's errors derive from it
 │   └── StagingMismatchError        the staging topic is not what was recorded at its creation
 ├── DeduplicatorError               stage 2
 │   ├── StateStoreError             local RocksDB state cannot be opened, read or written
+│   │   └── StateStoreLockedError   another client holds the store open: never deleted
 │   ├── TransactionFailedError      a transaction cannot complete: abort, go on from the commit
 │   └── RestoreTimeoutError         a partition's state was not restored within the deadline
 ├── OffsetSyncError                 offset sync

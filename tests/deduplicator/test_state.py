@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deduplicator.errors import StateStoreError
+from deduplicator.errors import StateStoreError, StateStoreLockedError
 from deduplicator.rule import PartitionState, decode_state, encode_state, state_key
 from deduplicator.state import StateStore
 
@@ -128,8 +128,8 @@ def test_corrupt_store_names_its_path_and_destroy_recovers(tmp_path, corrupt):
         assert contents(store) == (dict.fromkeys(KEYS), None)
 
 
-def test_a_store_open_twice_is_a_state_store_error(tmp_path):
-    with StateStore.open(tmp_path / "store"), pytest.raises(StateStoreError, match="LOCK"):
+def test_a_store_open_twice_is_locked_not_corrupt(tmp_path):
+    with StateStore.open(tmp_path / "store"), pytest.raises(StateStoreLockedError, match="LOCK"):
         StateStore.open(tmp_path / "store")
 
 
