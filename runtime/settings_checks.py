@@ -102,9 +102,12 @@ def check_room_for_workers(settings: Settings) -> None:
     if settings.workers > 1 and settings.instance_id is not None:
         longest = f"{settings.instance_id}-{settings.workers}"
         if len(longest) > FLOW_NAME_MAX:
+            instance_id, workers = (
+                variable_of(type(settings), (name,)) for name in ("instance_id", "workers")
+            )
             raise ConfigError(
-                "REPLICATION_INSTANCE_ID",
-                f"is too long for REPLICATION_WORKERS={settings.workers}: its workers are "
+                instance_id,
+                f"is too long for {workers}={settings.workers}: its workers are "
                 f"named <id>-<n> ({longest[:20]}...), at most {FLOW_NAME_MAX} characters",
                 settings.instance_id,
             )

@@ -71,6 +71,8 @@ def render(value: object) -> str:
     """A setting's value as its variable would be written."""
     if value is None:
         return ""
+    if isinstance(value, bool):  # as the docs write it, not Python's True
+        return "true" if value else "false"
     if isinstance(value, tuple):
         return ",".join(render(item) for item in value)
     if isinstance(value, re.Pattern):

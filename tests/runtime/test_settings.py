@@ -447,7 +447,7 @@ def test_render_config_lists_every_variable_with_defaults_marked():
         "REPLICATION_ON_BAD_ENVELOPE=deadletter  # default\n"
         "REPLICATION_ON_DATA_LOSS=stop  # default\n"
         "REPLICATION_ON_TOPIC_RECREATED=stop  # default\n"
-        "REPLICATION_PROVENANCE_HEADER=True  # default\n"
+        "REPLICATION_PROVENANCE_HEADER=true  # default\n"
         "REPLICATION_STAGING_COMPRESSION=lz4  # default\n"
         "REPLICATION_STAGING_PARTITIONS=12  # default\n"
         "REPLICATION_STAGING_RETENTION_MS=604800000  # default\n"
