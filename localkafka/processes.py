@@ -14,16 +14,22 @@ __all__ = ["RoleProcess", "die_with_parent", "log_tail", "peak_rss_mib", "proces
 
 
 def process_tree(pid: int) -> list[int]:
-    """``pid`` and every live descendant of it (a supervisor's workers, say)."""
+    """``pid`` and every live descendant of it (a supervisor's workers, say). Read from every
+    process's parent in /proc/<pid>/stat, which every Linux has (``task/<tid>/children`` needs
+    CONFIG_PROC_CHILDREN, and a thread that ends between two reads hides its children)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            # "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):  # it ended a moment ago
+            continue
+        children.setdefault(ppid, []).append(int(stat.parent.name))
     tree, unseen = [], [pid]
     while unseen:
         each = unseen.pop()
         tree.append(each)
-        try:
-            for task in Path(f"/proc/{each}/task").iterdir():
-                unseen += [int(child) for child in (task / "children").read_text().split()]
-        except (FileNotFoundError, ProcessLookupError):
-            continue
+        unseen += children.get(each, [])
     return tree
 
 
