@@ -80,7 +80,7 @@ def fill(bootstrap: str, topic: str, size: int, count: int) -> None:
 
 
 def producer_settings() -> dict:
-    # What stage 1's staging producer uses (replicator/loop.py), so only the work differs.
+    # What stage 1's staging producer uses (replicator/clients.py), so only the work differs.
     return {
         "enable.idempotence": True,
         "acks": "all",
