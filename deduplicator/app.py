@@ -39,11 +39,10 @@ def run() -> int:
             return
         changelog = settings.names.changelog
         deadletter = settings.names.deadletter
-        # Co-partitioned with staging when created here; an existing changelog is taken as it
-        # is, its partition count not compared with staging's (docs/design.md §4, invariant 1).
         ensure_topic(
             admin, NewTopic(changelog, partitions, -1, config={"cleanup.policy": "compact"})
         )
+        _require_co_partitioned(admin, changelog, settings.names.staging, partitions)
         ensure_topic(admin, NewTopic(deadletter, 1, -1))
         del admin  # start-up only: unpolled, its error callbacks would queue for the whole run
         deduplicator = Deduplicator(
@@ -73,6 +72,25 @@ def _totals(metrics: DeduplicatorMetrics) -> dict[str, Any]:  # log fields: coun
             name = family.name.removeprefix("exactly_deduplicator_")
             totals[name] = int(sum(s.value for s in family.samples if s.name.endswith("_total")))
     return totals
+
+
+def _require_co_partitioned(
+    admin: AdminClient, changelog: str, staging: str, partitions: int
+) -> None:
+    """Staging partition p keeps its state in changelog partition p (docs/design.md §3.5). A
+    changelog that exists with another partition count (made by hand, or left from a staging
+    topic made anew) breaks that: with fewer, some staging partitions have no changelog
+    partition to restore from or write to; with more, staging's partitions changed and a
+    partition's state would be another's. Stop at start-up, naming both."""
+    topic = cluster_metadata(admin).topics.get(changelog)
+    found = len(topic.partitions) if topic is not None else partitions
+    if found != partitions:
+        raise DeduplicatorError(
+            f"changelog topic {changelog} has {found} partitions and staging topic {staging} "
+            f"{partitions}: stage 2 keeps each staging partition's state in the changelog "
+            "partition of the same number. A changelog made before stage 2 made it: delete it "
+            "while it holds nothing, or use a new REPLICATION_FLOW"
+        )
 
 
 def _await_staging(admin: AdminClient, staging: str, shutdown: GracefulShutdown) -> int | None:

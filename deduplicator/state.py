@@ -1,13 +1,13 @@
 """The local RocksDB copy of one staging partition's dedup state (docs/design.md §3, invariant 5).
 
 Kafka is the truth: the compacted changelog topic, written in the deduplicator's transaction to the
-partition numbered as the staging partition the state belongs to (co-partitioned when stage 2
-creates the changelog; an existing changelog's partition count is not checked, docs/design.md
-§4, invariant 1's limits). This store is a rebuildable cache of one changelog partition. Every
-write to it, a commit after a transaction or a batch of restored changelog records, is ONE
-RocksDB write batch that also carries the changelog offset it reflects: the store always equals
-the changelog up to `changelog_offset()`, and restoring from `changelog_offset() + 1` makes it
-whole again, after a crash at any instruction.
+partition numbered as the staging partition the state belongs to (co-partitioned: stage 2
+creates the changelog so, and refuses to start on one that exists with another partition count,
+docs/design.md §4, invariant 1's limits). This store is a rebuildable cache of one changelog
+partition. Every write to it, a commit after a transaction or a batch of restored changelog
+records, is ONE RocksDB write batch that also carries the changelog offset it reflects: the store
+always equals the changelog up to `changelog_offset()`, and restoring from
+`changelog_offset() + 1` makes it whole again, after a crash at any instruction.
 
 A directory that cannot be opened as a store (not a RocksDB, corrupt, a file in its place) raises
 StateStoreError naming it; the caller may then `StateStore.destroy` it and restore from the

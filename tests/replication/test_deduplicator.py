@@ -437,6 +437,26 @@ def test_a_garbage_staging_record_is_dead_lettered_and_the_rest_flows_on(
     assert replicator.terminate(30) == 0
 
 
+def test_a_changelog_partitioned_unlike_staging_stops_stage_2_at_start_up(
+    target_cluster, source_cluster, unique_topic, roles, tmp_path
+):
+    """Staging partition p keeps its state in changelog partition p: a changelog made by hand
+    with fewer partitions would leave staging partitions without state, so stage 2 refuses to
+    start (exit 1) and names both topics and counts, every time."""
+    flow = _flow_name(unique_topic)
+    names = FlowNames(flow)
+    create_topic(target_cluster.bootstrap_servers, names.staging, 3)
+    create_topic(
+        target_cluster.bootstrap_servers, names.changelog, 1, {"cleanup.policy": "compact"}
+    )
+    env = _flow_env(source_cluster, target_cluster, tmp_path, flow, re.escape(unique_topic("x")))
+    line = f"changelog topic {names.changelog} has 1 partitions and staging topic {names.staging} 3"
+    for _ in range(2):
+        deduplicator = roles.start("deduplicator", env)
+        assert deduplicator.wait(60) == 1
+        assert line in deduplicator.log_text()
+
+
 def test_with_on_bad_envelope_stop_a_garbage_record_stops_stage_2_every_time(
     source_cluster, target_cluster, unique_topic, roles, tmp_path
 ):
