@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from replicator.discovery import Discovered
 from replicator.errors import ReplicatorError
@@ -72,13 +72,18 @@ def stop_for_data_loss(consumer: Consumer, metrics: ReplicatorMetrics, lane: Lan
     if lane is None or lane.stopped:
         return
     topic, partition = lane.topic, lane.partition
-    low, _high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+    behind = f"committed offset {lane.committable} fell behind source retention"
+    try:
+        low, _high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+    except KafkaException as exc:
+        # The count is only a report: the partition stops all the same (a leader that moved
+        # just then must not end the process, and the stop must not wait for the count).
+        detail = f"{behind}; how many records were deleted is unknown (log start: {exc})"
+        stop(consumer, metrics, lane, "data_loss", detail, offset=lane.committable)
+        return
     lost = max(0, low - lane.committable) if lane.committable >= 0 else 0
     metrics.records_lost.labels(topic, str(partition)).inc(lost)
-    detail = (
-        f"committed offset {lane.committable} fell behind source retention "
-        f"(log start {low}): {lost} records were deleted before stage 1 read them"
-    )
+    detail = f"{behind} (log start {low}): {lost} records were deleted before stage 1 read them"
     stop(consumer, metrics, lane, "data_loss", detail, offset=lane.committable)
 
 
