@@ -57,4 +57,7 @@ class ChaosOutcome:
             and all(result.exact for result in self.failovers.values())
             and bool(self.drained)
             and all(status == 0 for status in self.drained.values())
+            # A link still cut or slowed after the window: the run ended in a world it was not
+            # asked for, and what it proved under it is not the run's to claim.
+            and not self.unhealed
         )

@@ -1,8 +1,13 @@
-"""The report's longest stall and what it began under, from made-up samples and timelines."""
+"""The report's longest stall and what it began under, from made-up samples and timelines, and
+what makes a run clean."""
 
 from __future__ import annotations
 
+from exactly.chaos.options import GROUPS, ChaosOutcome
 from exactly.chaos.report import AFTERMATH_S, Stall, longest_stall, stall_causes
+from exactly.harness.audit import AuditResult
+from exactly.harness.failover import FailoverResult
+from exactly.harness.verdict import PartitionVerdict, Verdict
 
 
 def _samples(flat: range, end: int = 60) -> list[dict[str, float]]:
@@ -109,3 +114,16 @@ def test_a_stall_with_no_fault_near_its_start_says_so():
         "longest stall 30.0 s, from 100.0 s to 130.0 s: no fault active when it began, none "
         f"ended in the {AFTERMATH_S:.0f} s before"
     )
+
+
+def test_a_link_left_unhealed_makes_the_run_unclean(tmp_path):
+    """Every verdict clean, but one network link's toxics never came off: not clean."""
+    outcome = ChaosOutcome(
+        verdict=Verdict([PartitionVerdict("orders", 0, source=100, destination=100, matched=100)]),
+        failovers={group: FailoverResult(12, 100, 50, 0, 0, True) for group in GROUPS},
+        drained={"replicator": 0, "deduplicator": 0},
+        audit=AuditResult(0, 1.0, tmp_path / "report.json", tmp_path / "audit.log"),
+    )
+    assert outcome.clean
+    outcome.unhealed = {"deduplicator-2@net": "toxiproxy refused: connection reset"}
+    assert not outcome.clean
