@@ -1,6 +1,7 @@
 """What several benches share: progress lines, percentiles, a process's CPU seconds, the
-committed offsets of a group, a function run in a child process tied to the bench, a record
-copied the way stage 2 writes one, a table's rows printed, and SIGTERM taken as Ctrl-C."""
+committed offsets of a group and waiting for them, a function run in a child process tied to
+the bench, a record copied the way stage 2 writes one, a table's rows printed, and SIGTERM taken
+as Ctrl-C."""
 
 from __future__ import annotations
 
@@ -8,16 +9,19 @@ import math
 import multiprocessing
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from confluent_kafka import Consumer, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
 
 from envelope import HEADER_PROVENANCE, encode_provenance
-from localkafka import die_with_parent
+from localkafka import RoleProcess, die_with_parent
 from runtime import produce_when_room
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+# How long a bench waits for one copy to finish before it calls the candidate stuck.
+COPY_TIMEOUT_S = 900.0
 
 
 def say(line: str) -> None:
@@ -48,6 +52,37 @@ def process_cpu_seconds(pid: int | None) -> float:
 def committed_total(watcher: Consumer, partitions: list[TopicPartition]) -> int:
     """The offsets the watcher's group has committed on ``partitions``, summed (none: 0)."""
     return sum(max(tp.offset, 0) for tp in watcher.committed(partitions, timeout=10))
+
+
+def await_committed(
+    watcher: Consumer,
+    partitions: list[TopicPartition],
+    end: int,
+    role: RoleProcess,
+    timeout_s: float,
+) -> None:
+    """Until the watcher's group has committed ``end`` offsets over ``partitions`` in all. A
+    role that exits or a deadline that passes fails the bench, with the role's log: a bench
+    that waits for ever measures nothing and holds the machine."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            done = committed_total(watcher, partitions)
+        except KafkaException:
+            done = 0  # the group's coordinator is not ready yet
+        if done >= end:
+            return
+        if not role.is_running():
+            raise RuntimeError(
+                f"{role.name} exited with {role.returncode} after committing {done:,} of "
+                f"{end:,} offsets\n{role.log_tail()}"
+            )
+        if time.monotonic() > deadline:
+            raise TimeoutError(
+                f"{role.name} committed {done:,} of {end:,} offsets in {timeout_s:.0f} s\n"
+                f"{role.log_tail()}"
+            )
+        time.sleep(0.05)
 
 
 def print_rows(rows: list[tuple[str, str]]) -> None:

@@ -12,15 +12,13 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
 
-from bench.common import ChildRun
+from bench.common import COPY_TIMEOUT_S, ChildRun
 from bench.flowmeter import EndOffsets, RunTiming, SourceTail, await_copy, source_tail
 from bench.payloads import compression_ratio
 from bench.pipeline_candidates import Candidates, check_mm2, check_roles
 from bench.replicator_throughput import HEADERS, PARTITIONS, create_topic, fill, plain_loop
 from localkafka import peak_rss_mib
 from runtime.names import FlowNames
-
-COPY_TIMEOUT_S = 900.0
 
 # A candidate's copy of the source topic, tagged per round: (destination topic, its timing).
 CopyRun = Callable[[str, SourceTail, str], tuple[str, RunTiming]]

@@ -29,7 +29,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.clusters import bench_clusters
-from bench.common import committed_total, process_cpu_seconds
+from bench.common import COPY_TIMEOUT_S, await_committed, process_cpu_seconds
 from bench.payloads import Payloads
 from localkafka import RoleProcess
 from replicator.clients import SOURCE_FETCH_PARTITION_BYTES
@@ -158,8 +158,7 @@ def _stage1(source: str, target: str, topic: str, count: int, base: Path) -> tup
     with RoleProcess("replicator", env, base) as replicator:
         replicator.wait_for_log("partitions assigned", timeout_s=120)
         started, cpu_started = time.monotonic(), process_cpu_seconds(replicator.pid)
-        while committed_total(watcher, partitions) < count:
-            time.sleep(0.05)
+        await_committed(watcher, partitions, count, replicator, COPY_TIMEOUT_S)
         seconds, cpu = time.monotonic() - started, process_cpu_seconds(replicator.pid) - cpu_started
         replicator.terminate(60)
     watcher.close()

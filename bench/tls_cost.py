@@ -27,9 +27,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
-from bench.common import committed_total
+from bench.common import COPY_TIMEOUT_S, await_committed
 from bench.topics import fill_topic, partition_count
 from exactly.acls import ROLES, apply_flow_grants, flow_grants
 from exactly.localenv import secured_pair_environment
@@ -145,20 +145,11 @@ def _run_until_committed(
     watcher = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": group})
     with RoleProcess(role, envs[role], logs) as process:
         started = time.monotonic()
-        while _committed(watcher, partitions) < end:
-            time.sleep(0.05)
+        await_committed(watcher, partitions, end, process, COPY_TIMEOUT_S)
         seconds = time.monotonic() - started
         process.terminate(60)
     watcher.close()
     return seconds
-
-
-def _committed(watcher: Consumer, partitions: list[TopicPartition]) -> int:
-    """The group's committed offsets summed; 0 while its coordinator is not ready yet."""
-    try:
-        return committed_total(watcher, partitions)
-    except KafkaException:
-        return 0
 
 
 def _report(results: dict[tuple[str, str], list[float]], count: int, size: int) -> None:
