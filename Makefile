@@ -7,7 +7,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: install demo test test-slow test-nodes test-nodes-core test-old-source chaos unit lint shape toxiproxy bench-envelope bench-replicator bench-pipeline bench-profile bench-commit bench-validate bench-offsetsync bench-tls bench-memory bench-active-active bench-replication bench-rolling test-images images-tools kafka-jars spark-connector merge-jar kustomize promtool clean
+.PHONY: install demo test test-slow test-nodes test-nodes-core test-old-source chaos unit lint shape toxiproxy bench-envelope bench-replicator bench-pipeline bench-latency bench-profile bench-commit bench-validate bench-offsetsync bench-tls bench-memory bench-active-active bench-replication bench-rolling test-images images-tools kafka-jars spark-connector merge-jar kustomize promtool clean
 
 install: $(VENV)/.installed kafka-jars spark-connector merge-jar kustomize promtool
 
@@ -164,6 +164,12 @@ bench-replicator: install
 # the highest rate, recovery after SIGKILLs; docs/performance.md (about 15 minutes).
 bench-pipeline: install
 	$(BIN)/python -m bench.pipeline_vs_mirrormaker --rounds 3 --mm2-recovery
+
+# Issue 35's measure: latency as a user measures it from outside, both candidates at their
+# defaults on fresh clusters per round, 1 k and 20 k records/s, three rounds each, p50/p99/max
+# and the p99 ratio per round (about 20 minutes; docs/performance.md).
+bench-latency: install
+	$(BIN)/python -m bench.latency_outside --rates 1000,20000 --rounds 3
 
 # Each stage alone under py-spy: where its main thread's time goes, flame graphs in ./profiles
 # (about a minute).

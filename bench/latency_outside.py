@@ -1,0 +1,179 @@
+"""Latency as a user measures it from outside: each candidate at its defaults on two fresh
+one-broker clusters, p50/p99/max per round beside MirrorMaker 2 exactly-once in the same run.
+
+    python -m bench.latency_outside [--rates 1000,20000] [--rounds 3] [--pipeline-env N=V ...]
+
+The method (issue 35's): a 12-partition source topic; one Python producer in its own process
+(idempotent, linger.ms 1, round-robin over the partitions, 100-byte values each different)
+paced at the rate; probe records until the first one is visible on the destination; then the
+paced records, 20 s unmeasured, 30 s measured; a read_committed consumer of the destination
+(fetch.wait.max.ms 10) takes each record's latency as its arrival wall clock minus its
+CreateTime. Nothing is tuned for either candidate: the pipeline's two stages run as processes
+with every default, MirrorMaker 2 (Kafka's own, dedicated mode) with exactly-once source support
+and 12 tasks, every other setting its default. Rounds rotate which candidate runs first. Every
+process shares the machine's two cores, as a user's would share theirs.
+
+bench/pipeline_vs_mirrormaker.py's latency phase differs on purpose: warm clusters after the
+throughput phase, MirrorMaker 2 tuned like our stages, a 3 s warm-up and a 20 s window; it
+compares the two under equal settings, this bench under what each ships.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import signal
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from bench.clusters import bench_clusters
+from bench.common import interrupt
+from bench.mirrormaker import MirrorMaker2, ensure_mirrormaker
+from bench.pacing import PacedProducer, collect_latencies, probe_until_visible
+from bench.pipeline_candidates import check_mm2, check_roles
+from bench.replicator_throughput import PARTITIONS, create_topic
+from localkafka import RoleProcess
+
+TOPIC = "latency"
+START_TIMEOUT_S = 240.0
+UNMEASURED_S = 20.0
+MEASURED_S = 30.0
+COLLECT_TIMEOUT_S = 180.0
+CANDIDATES = ("pipeline", "MM2 exactly-once")
+# What MirrorMaker 2 does without being told: Kafka's consumer and producer defaults.
+KAFKA_MAX_POLL_RECORDS = 500
+KAFKA_MAX_PARTITION_FETCH_BYTES = 1024 * 1024
+
+
+@contextmanager
+def _pipeline(
+    base: Path, source: str, target: str, env: dict[str, str]
+) -> Iterator[tuple[str, Callable[[], None]]]:
+    """Both stages as a user starts them: the clusters, the topic, and nothing else."""
+    settings = {
+        "KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS": source,
+        "KAFKA_CLUSTERS_DESTINATION_BOOTSTRAP_SERVERS": target,
+        "REPLICATION_TOPICS_INCLUDE": re.escape(TOPIC),
+        "REPLICATION_DESTINATION_TOPIC": "copy.{topic}",
+        "STATE_DIR": str(base / "state"),
+        "METRICS_PORT": "0",  # two roles on one host: no port to share
+        **env,
+    }
+    with (
+        RoleProcess("replicator", settings, base / "roles") as replicator,
+        RoleProcess("deduplicator", settings, base / "roles") as deduplicator,
+    ):
+        yield f"copy.{TOPIC}", lambda: check_roles(replicator, deduplicator)
+
+
+@contextmanager
+def _mirrormaker(base: Path, source: str, target: str) -> Iterator[tuple[str, Callable[[], None]]]:
+    mm2 = MirrorMaker2(
+        ensure_mirrormaker(),
+        base / "mirrormaker",
+        "src",
+        source,
+        target,
+        TOPIC,
+        exactly_once=True,
+        tasks=PARTITIONS,
+        producer={},
+        consume_batch=KAFKA_MAX_POLL_RECORDS,
+        fetch_partition_bytes=KAFKA_MAX_PARTITION_FETCH_BYTES,
+    )
+    with mm2:
+        yield mm2.destination_topic, lambda: check_mm2(mm2)
+
+
+def measure(candidate: str, rate: float, env: dict[str, str]) -> list[float]:
+    """One round of one candidate on fresh clusters: the measured records' latencies, in ms."""
+    with bench_clusters("bench-latency-") as (base, clusters):
+        source, target = (c.bootstrap_servers for c in clusters)
+        create_topic(source, TOPIC)
+        if candidate == "pipeline":
+            start = _pipeline(base, source, target, env)
+        else:
+            start = _mirrormaker(base, source, target)
+        with start as (destination, check_alive):
+            probe_until_visible(source, target, TOPIC, destination, START_TIMEOUT_S)
+            with PacedProducer(source, TOPIC, PARTITIONS, rate, 100) as producer:
+                begin = time.time() + UNMEASURED_S
+                window = (begin, begin + MEASURED_S)
+
+                def alive() -> None:
+                    producer.check_alive()
+                    check_alive()
+
+                return collect_latencies(
+                    target, destination, PARTITIONS, window, alive, COLLECT_TIMEOUT_S
+                )
+
+
+def summary(latencies: list[float]) -> tuple[float, float, float]:
+    """p50, p99 and max in ms."""
+    if not latencies:
+        raise RuntimeError("no record of the measured window was seen")
+    ordered = sorted(latencies)
+    return ordered[len(ordered) // 2], ordered[int(len(ordered) * 0.99)], ordered[-1]
+
+
+def _arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rates", default="1000,20000", help="comma-separated records/s")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--pipeline-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an environment variable of both stages (repeatable); none by default",
+    )
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = _arguments()
+    signal.signal(signal.SIGTERM, interrupt)
+    env = dict(item.split("=", 1) for item in args.pipeline_env)
+    started = time.monotonic()
+    rows: list[tuple[float, int, str, tuple[float, float, float]]] = []
+    for rate in (float(r) for r in args.rates.split(",")):
+        for n in range(args.rounds):
+            # Each round starts with the other candidate: neither always meets a colder machine.
+            for candidate in CANDIDATES[n % 2 :] + CANDIDATES[: n % 2]:
+                print(f"== {candidate} at {rate:,.0f} records/s, round {n + 1}", flush=True)
+                figures = summary(measure(candidate, rate, env))
+                print("   p50 {:.0f} ms, p99 {:.0f} ms, max {:.0f} ms".format(*figures))
+                rows.append((rate, n + 1, candidate, figures))
+    report(rows, env)
+    print(f"\nbench took {time.monotonic() - started:.0f} s")
+
+
+def report(rows: list[tuple[float, int, str, tuple[float, float, float]]], env: dict) -> None:
+    print(
+        f"\nlatency from outside: production (CreateTime) to visibility under read_committed, "
+        f"100 B records, {MEASURED_S:.0f} s measured after {UNMEASURED_S:.0f} s, fresh clusters "
+        f"per round; both candidates at their defaults"
+        + (f" (the pipeline with {env})" if env else "")
+    )
+    print(
+        f"{'records/s':>9} {'round':>5}  {'candidate':<17} "
+        f"{'p50 ms':>7} {'p99 ms':>7} {'max ms':>7}"
+    )
+    for rate, n, candidate, (p50, p99, peak) in rows:
+        print(f"{rate:>9,.0f} {n:>5}  {candidate:<17} {p50:>7.0f} {p99:>7.0f} {peak:>7.0f}")
+    for rate in sorted({row[0] for row in rows}):
+        ratios = []
+        for n in sorted({row[1] for row in rows if row[0] == rate}):
+            p99_of = {c: f[1] for r, m, c, f in rows if r == rate and m == n}
+            ratios.append(p99_of["pipeline"] / p99_of["MM2 exactly-once"])
+        print(
+            f"at {rate:,.0f} records/s, p99 pipeline / MM2 exactly-once per round: "
+            + ", ".join(f"{ratio:.2f}x" for ratio in ratios)
+        )
+
+
+if __name__ == "__main__":
+    main()
