@@ -6,7 +6,6 @@ the changelog of the new state in ONE Kafka transaction (`_commit`, step by step
 from __future__ import annotations
 
 import contextlib
-import functools
 import time
 from collections.abc import Callable
 
@@ -29,7 +28,7 @@ from deduplicator.limits import (
 )
 from deduplicator.metrics import DeduplicatorMetrics
 from deduplicator.partitions import Partitions
-from deduplicator.retrying import retrying
+from deduplicator.retrying import retrying_with
 from deduplicator.rule import state_key
 from deduplicator.transaction import ChangelogWrites, OpenTransaction
 from deduplicator.verdict import judged
@@ -76,8 +75,8 @@ class Deduplicator:
         self._txn = OpenTransaction()
         self._destinations = output.Destinations(settings)
         self._hung = HungProducers()
-        # Every call retried alive: the heartbeat beats, and a stop request ends the wait.
-        self._retrying = functools.partial(retrying, beat=beat, should_stop=should_stop)
+        # Every call retried alive (the heartbeat beats, a stop request ends the wait), timed.
+        self._retrying = retrying_with(beat, should_stop, metrics.observe_call)
         self.consumer = Consumer(consumer_config(settings, self._client_error))
         self.producer = self._new_producer()
         self._fenced_joins = FencedJoins("staging consumer")

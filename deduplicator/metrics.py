@@ -58,6 +58,14 @@ class DeduplicatorMetrics:
             buckets=_DURATION_BUCKETS,
             registry=r,
         )
+        self.call_seconds = Histogram(
+            "exactly_deduplicator_transaction_call_seconds",
+            "Time of each transactional call, its retries included, by call "
+            "(init_transactions, send_offsets_to_transaction, commit_transaction).",
+            ["call"],
+            buckets=_DURATION_BUCKETS,
+            registry=r,
+        )
         self.restore_seconds = Histogram(
             "exactly_deduplicator_restore_seconds",
             "Time to bring one staging partition's state up to date from the changelog.",
@@ -106,6 +114,10 @@ class DeduplicatorMetrics:
         now_ms = committed_at * 1000
         for timestamp in timestamps:
             self.record_age.observe(max(0.0, (now_ms - timestamp) / 1000))
+
+    def observe_call(self, call: str, seconds: float) -> None:
+        """One transactional call succeeded after ``seconds``."""
+        self.call_seconds.labels(call).observe(seconds)
 
     def observe_restore(self, seconds: float, records: int) -> None:
         """One staging partition's state brought up to date from the changelog."""

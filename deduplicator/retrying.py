@@ -3,6 +3,7 @@ until the process is asked to stop, alive (heartbeat) and saying so now and then
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Callable
@@ -24,6 +25,7 @@ def retrying(
     beat: Callable[[], None],
     should_stop: Callable[[], bool],
     until_stopped: bool = False,
+    observe: Callable[[str, float], None] = lambda operation, seconds: None,
 ) -> None:
     """Call again while the error is retriable, up to RETRY_DEADLINE_S (then
     TransactionFailedError); abortable and fatal errors raise at once, as KafkaException.
@@ -33,7 +35,10 @@ def retrying(
     and commit_transaction, whose outcome stays unknown until the coordinator answers
     (invariant 5: waiting for the answer guesses nothing). While the target cannot write (a
     coordinator moving, fewer in-sync replicas than min.insync.replicas) the role waits, live,
-    and says so; it does not exit into a restart that would meet the same cluster."""
+    and says so; it does not exit into a restart that would meet the same cluster.
+
+    ``observe(operation, seconds)``: the call's time, its retries included, once it succeeded
+    (where a commit's time goes: a coordinator answering CONCURRENT_TRANSACTIONS shows here)."""
     retries = 0
     said_at = -math.inf
 
@@ -48,8 +53,10 @@ def retrying(
             raise TransactionFailedError(f"{operation}: stopping while {error.str()}")
 
     deadline_s = math.inf if until_stopped else RETRY_DEADLINE_S
+    started = time.monotonic()
     try:
         call_retrying(call, deadline_s=deadline_s, on_retry=say)
+        observe(operation, time.monotonic() - started)
     except KafkaException as exc:
         error = kafka_error_of(exc)
         if classify(error) is ErrorClass.RETRIABLE:
@@ -57,3 +64,12 @@ def retrying(
                 f"{operation}: {error.str()} (retried for {RETRY_DEADLINE_S:.0f} s)"
             ) from exc
         raise
+
+
+def retrying_with(
+    beat: Callable[[], None],
+    should_stop: Callable[[], bool],
+    observe: Callable[[str, float], None],
+) -> Callable[..., None]:
+    """``retrying`` bound to one loop's heartbeat, stop request and timing."""
+    return functools.partial(retrying, beat=beat, should_stop=should_stop, observe=observe)

@@ -112,6 +112,10 @@ def test_data_mix_reaches_the_destination_exactly_once(
     written_total = sum(len(r) for r in source.values())
     assert (committed or 0) >= written_total / (COMMIT_MAX_RECORDS + 500)
     assert sample(metrics, "exactly_deduplicator_commit_seconds_count") == committed
+    calls = "exactly_deduplicator_transaction_call_seconds_count"
+    assert sample(metrics, calls, call="init_transactions") == 1
+    assert sample(metrics, calls, call="send_offsets_to_transaction") == committed
+    assert sample(metrics, calls, call="commit_transaction") == committed
     assert sample(metrics, "exactly_deduplicator_record_age_seconds_count") > 0
     assert sample(metrics, "exactly_deduplicator_restore_seconds_count") == 12  # every partition
     assert sample(metrics, "exactly_deduplicator_assigned_partitions") == 12

@@ -1,0 +1,45 @@
+"""Stage 2's transactional calls are timed, retries included, into
+exactly_deduplicator_transaction_call_seconds: where a commit's time goes."""
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+
+from deduplicator.metrics import DeduplicatorMetrics
+from deduplicator.retrying import retrying_with
+
+
+def _sample(metrics: DeduplicatorMetrics, name: str, call: str) -> float | None:
+    return metrics.registry.get_sample_value(
+        f"exactly_deduplicator_transaction_call_seconds_{name}", {"call": call}
+    )
+
+
+def _failing_then(errors: list[KafkaError]):
+    calls = []
+
+    def call() -> None:
+        calls.append(1)
+        if len(calls) <= len(errors):
+            raise KafkaException(errors[len(calls) - 1])
+
+    return call, calls
+
+
+def test_a_call_is_timed_with_its_retries():
+    metrics = DeduplicatorMetrics()
+    retrying = retrying_with(lambda: None, lambda: False, metrics.observe_call)
+    call, calls = _failing_then([KafkaError(KafkaError.COORDINATOR_LOAD_IN_PROGRESS)])
+    retrying("send_offsets_to_transaction", call)
+    assert len(calls) == 2
+    assert _sample(metrics, "count", "send_offsets_to_transaction") == 1
+    # The retry waited call_retrying's back-off: the time a user sees includes it.
+    assert _sample(metrics, "sum", "send_offsets_to_transaction") >= 0.5  # type: ignore[operator]
+
+
+def test_a_failed_call_is_not_timed():
+    metrics = DeduplicatorMetrics()
+    retrying = retrying_with(lambda: None, lambda: False, metrics.observe_call)
+    call, _calls = _failing_then([KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED)])
+    with pytest.raises(KafkaException):
+        retrying("commit_transaction", call)
+    assert _sample(metrics, "count", "commit_transaction") is None
