@@ -79,11 +79,10 @@ def stop_for_data_loss(consumer: Consumer, metrics: ReplicatorMetrics, lane: Lan
         # The count is only a report: the partition stops all the same (a leader that moved
         # just then must not end the process, and the stop must not wait for the count).
         detail = f"{behind}; how many records were deleted is unknown (log start: {exc})"
-        stop(consumer, metrics, lane, "data_loss", detail, offset=lane.committable)
-        return
-    lost = max(0, low - lane.committable) if lane.committable >= 0 else 0
-    metrics.records_lost.labels(topic, str(partition)).inc(lost)
-    detail = f"{behind} (log start {low}): {lost} records were deleted before stage 1 read them"
+    else:
+        lost = max(0, low - lane.committable) if lane.committable >= 0 else 0
+        metrics.records_lost.labels(topic, str(partition)).inc(lost)
+        detail = f"{behind} (log start {low}): {lost} records were deleted before stage 1 read them"
     stop(consumer, metrics, lane, "data_loss", detail, offset=lane.committable)
 
 
