@@ -1,11 +1,13 @@
-"""Small, honest Kafka helpers for tests: create topics, read a topic to its end."""
+"""Small, honest Kafka helpers for tests: create topics, read a topic to its end, and a call
+that fails with given Kafka errors before it succeeds (for retry logic without a broker)."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 
@@ -124,3 +126,18 @@ def produce_numbered(bootstrap: str, topic: str, partitions: int, start: int, co
     for i in range(start, start + count):
         producer.produce(topic, key=b"k%d" % i, value=b"v-%d" % i, partition=i % partitions)
     assert producer.flush(30) == 0
+
+
+def failing_call(
+    errors: list[KafkaError], result: str = "done"
+) -> tuple[Callable[[], str], list[int]]:
+    """A call that raises each of `errors` in turn, then returns `result`; counts its calls."""
+    calls: list[int] = []
+
+    def call() -> str:
+        calls.append(1)
+        if len(calls) <= len(errors):
+            raise KafkaException(errors[len(calls) - 1])
+        return result
+
+    return call, calls

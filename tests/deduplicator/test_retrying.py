@@ -6,6 +6,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from deduplicator.metrics import DeduplicatorMetrics
 from deduplicator.retrying import retrying_with
+from tests.kafka_helpers import failing_call
 
 
 def _sample(metrics: DeduplicatorMetrics, name: str, call: str) -> float | None:
@@ -14,21 +15,10 @@ def _sample(metrics: DeduplicatorMetrics, name: str, call: str) -> float | None:
     )
 
 
-def _failing_then(errors: list[KafkaError]):
-    calls = []
-
-    def call() -> None:
-        calls.append(1)
-        if len(calls) <= len(errors):
-            raise KafkaException(errors[len(calls) - 1])
-
-    return call, calls
-
-
 def test_a_call_is_timed_with_its_retries():
     metrics = DeduplicatorMetrics()
     retrying = retrying_with(lambda: None, lambda: False, metrics.observe_call)
-    call, calls = _failing_then([KafkaError(KafkaError.COORDINATOR_LOAD_IN_PROGRESS)])
+    call, calls = failing_call([KafkaError(KafkaError.COORDINATOR_LOAD_IN_PROGRESS)])
     retrying("send_offsets_to_transaction", call)
     assert len(calls) == 2
     assert _sample(metrics, "count", "send_offsets_to_transaction") == 1
@@ -39,7 +29,7 @@ def test_a_call_is_timed_with_its_retries():
 def test_a_failed_call_is_not_timed():
     metrics = DeduplicatorMetrics()
     retrying = retrying_with(lambda: None, lambda: False, metrics.observe_call)
-    call, _calls = _failing_then([KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED)])
+    call, _calls = failing_call([KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED)])
     with pytest.raises(KafkaException):
         retrying("commit_transaction", call)
     assert _sample(metrics, "count", "commit_transaction") is None

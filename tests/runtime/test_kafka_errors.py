@@ -19,6 +19,7 @@ from runtime import (
     to_client_error,
     translate_kafka_errors,
 )
+from tests.kafka_helpers import failing_call
 
 RETRIABLE, ABORTABLE, FATAL = ErrorClass.RETRIABLE, ErrorClass.ABORTABLE, ErrorClass.FATAL
 
@@ -202,22 +203,9 @@ def test_real_misuse_of_the_transactional_api_is_fatal():
     assert caught.value.kafka_error.code() == KafkaError._NOT_CONFIGURED
 
 
-def _failing(errors: list[KafkaError], result: str = "done"):
-    """A call that raises each of `errors` in turn, then returns `result`; counts its calls."""
-    calls = []
-
-    def call() -> str:
-        calls.append(1)
-        if len(calls) <= len(errors):
-            raise KafkaException(errors[len(calls) - 1])
-        return result
-
-    return call, calls
-
-
 def test_call_retrying_retries_retriable_errors_until_success():
     loading = KafkaError(KafkaError.COORDINATOR_LOAD_IN_PROGRESS)
-    call, calls = _failing([loading, loading])
+    call, calls = failing_call([loading, loading])
     seen = []
     assert call_retrying(call, deadline_s=10, backoff_s=0, on_retry=seen.append) == "done"
     assert len(calls) == 3
@@ -232,7 +220,7 @@ def test_call_retrying_retries_retriable_errors_until_success():
     ],
 )
 def test_call_retrying_raises_other_errors_at_once(error):
-    call, calls = _failing([error])
+    call, calls = failing_call([error])
     with pytest.raises(KafkaException) as raised:
         call_retrying(call, deadline_s=10, backoff_s=0)
     assert raised.value.args[0] is error
@@ -240,7 +228,7 @@ def test_call_retrying_raises_other_errors_at_once(error):
 
 
 def test_call_retrying_gives_up_after_its_deadline():
-    call, calls = _failing([KafkaError(KafkaError._TIMED_OUT)] * 1000)
+    call, calls = failing_call([KafkaError(KafkaError._TIMED_OUT)] * 1000)
     with pytest.raises(KafkaException):
         call_retrying(call, deadline_s=0.05, backoff_s=0.01)
     assert 2 <= len(calls) < 1000
