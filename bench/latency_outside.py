@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from bench.clusters import bench_clusters
-from bench.common import interrupt
+from bench.common import interrupt, percentile
 from bench.mirrormaker import MirrorMaker2, ensure_mirrormaker
 from bench.pacing import PacedProducer, collect_latencies, probe_until_visible
 from bench.pipeline_candidates import check_mm2, check_roles
@@ -115,8 +115,7 @@ def summary(latencies: list[float]) -> tuple[float, float, float]:
     """p50, p99 and max in ms."""
     if not latencies:
         raise RuntimeError("no record of the measured window was seen")
-    ordered = sorted(latencies)
-    return ordered[len(ordered) // 2], ordered[int(len(ordered) * 0.99)], ordered[-1]
+    return percentile(latencies, 50), percentile(latencies, 99), max(latencies)
 
 
 def _arguments() -> argparse.Namespace:
