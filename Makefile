@@ -7,7 +7,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: install demo test test-slow test-nodes test-nodes-core test-old-source chaos unit lint shape toxiproxy bench-envelope bench-replicator bench-pipeline bench-latency bench-profile bench-commit bench-validate bench-offsetsync bench-tls bench-memory bench-active-active bench-replication bench-rolling test-images images-tools kafka-jars spark-connector merge-jar kustomize promtool clean
+.PHONY: install demo test test-slow test-nodes test-nodes-core test-old-source chaos unit lint shape toxiproxy bench-envelope bench-replicator bench-pipeline bench-latency bench-scale bench-profile bench-commit bench-validate bench-offsetsync bench-tls bench-memory bench-active-active bench-replication bench-rolling test-images images-tools kafka-jars spark-connector merge-jar kustomize promtool clean
 
 install: $(VENV)/.installed kafka-jars spark-connector merge-jar kustomize promtool
 
@@ -169,6 +169,13 @@ bench-pipeline: install
 # and the p99 ratio per round (about 20 minutes; docs/performance.md).
 bench-latency: install
 	$(BIN)/python -m bench.latency_outside --rates 1000,20000 --rounds 3
+
+# Issue 34's partition axis: 1 M records of 1 KiB in 12 partitions of 1 topic, 240 of 20 and
+# 1,200 of 100, copied by the plain loop, the pipeline and MirrorMaker 2 exactly-once: rate, CPU
+# per record (roles, brokers), markers and transactions per second, start-up, peak RSS (about
+# 10 minutes; docs/performance.md).
+bench-scale: install
+	$(BIN)/python -m bench.scale_partitions --tiers 12x1,240x20,1200x100
 
 # Each stage alone under py-spy: where its main thread's time goes, flame graphs in ./profiles
 # (about a minute).

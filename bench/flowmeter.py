@@ -87,22 +87,32 @@ class SourceTail:
 
 def source_tail(bootstrap: str, topic: str, partitions: int) -> SourceTail:
     """Read the last record of every partition of a topic written without transactions."""
-    ends = EndOffsets(bootstrap, [(topic, partitions)], committed=False).fetch()
-    counts = {p: ends[(topic, p)] for p in range(partitions)}
+    return source_tails(bootstrap, {topic: partitions})[topic]
+
+
+def source_tails(bootstrap: str, topics: dict[str, int]) -> dict[str, SourceTail]:
+    """source_tail of each topic (name -> partition count), with one consumer for them all."""
+    ends = EndOffsets(bootstrap, list(topics.items()), committed=False).fetch()
     consumer = Consumer(
         {"bootstrap.servers": bootstrap, "group.id": "bench-tail", "enable.auto.commit": False}
     )
-    consumer.assign([TopicPartition(topic, p, n - 1) for p, n in counts.items() if n > 0])
-    last: dict[int, bytes | None] = {}
-    deadline = time.monotonic() + 30
-    while len(last) < sum(1 for n in counts.values() if n > 0):
+    consumer.assign([TopicPartition(t, p, n - 1) for (t, p), n in ends.items() if n > 0])
+    last: dict[tuple[str, int], bytes | None] = {}
+    deadline = time.monotonic() + 30 + len(ends) / 100
+    while len(last) < sum(1 for n in ends.values() if n > 0):
         if time.monotonic() > deadline:
-            raise TimeoutError(f"could not read the last records of {topic}")
+            raise TimeoutError(f"could not read the last records of {sorted(topics)}")
         for message in consumer.consume(100, 0.5):
             if not message.error():
-                last[message.partition()] = message.key()
+                last[(message.topic(), message.partition())] = message.key()
     consumer.close()
-    return SourceTail(counts, last)
+    return {
+        topic: SourceTail(
+            {p: ends[(topic, p)] for p in range(n)},
+            {p: last[(topic, p)] for p in range(n) if (topic, p) in last},
+        )
+        for topic, n in topics.items()
+    }
 
 
 def _keys(bootstrap: str, topic: str, partitions: int, until: SourceTail) -> dict[int, list]:
@@ -201,21 +211,47 @@ def await_copy(
     check_alive: Callable[[], None],
     timeout_s: float,
 ) -> RunTiming:
-    """Wait until `destination` shows every source record to read_committed consumers.
+    """await_copies of one destination topic."""
+    return await_copies(
+        target,
+        {destination: tail},
+        first_output_topics=first_output_topics,
+        launched=launched,
+        role_pids=role_pids,
+        broker_pids=broker_pids,
+        check_alive=check_alive,
+        timeout_s=timeout_s,
+    )
+
+
+def await_copies(
+    target: str,
+    copies: dict[str, SourceTail],
+    *,
+    first_output_topics: Sequence[tuple[str, int]],
+    launched: float,
+    role_pids: Callable[[], Sequence[int | None]],
+    broker_pids: Sequence[int | None],
+    check_alive: Callable[[], None],
+    timeout_s: float,
+) -> RunTiming:
+    """Wait until every destination topic of ``copies`` (destination -> its source's tail) shows
+    every source record to read_committed consumers.
 
     The clock starts at the candidate's first record appended anywhere on the target (its first
-    output topics: staging for our pipeline, the destination for the others), so start-up time
+    output topics: staging for our pipeline, the destinations for the others), so start-up time
     (a JVM, group joins, topic creation) is reported apart and not in the rate. It stops when,
     in every partition, the source's last key is visible under read_committed: read from the
     offset it can at the earliest have (the record count), so only a few records are read.
     """
     timing = RunTiming(launched)
-    partitions = len(tail.counts)
-    first = EndOffsets(target, [*first_output_topics, (destination, partitions)], committed=False)
-    stable = EndOffsets(target, [(destination, partitions)], committed=True)
+    destinations = [(topic, len(tail.counts)) for topic, tail in copies.items()]
+    first = EndOffsets(target, [*first_output_topics, *destinations], committed=False)
+    stable = EndOffsets(target, destinations, committed=True)
     reader = _completion_reader(target)
-    tailing: set[int] = set()
-    done: set[int] = {p for p, n in tail.counts.items() if n == 0}
+    tailing: set[tuple[str, int]] = set()
+    done = {(t, p) for t, tail in copies.items() for p, n in tail.counts.items() if n == 0}
+    partitions = sum(n for _topic, n in destinations)
     deadline = time.monotonic() + timeout_s
     cpu_each: list[float] = []
     cpu_brokers = 0.0
@@ -225,8 +261,8 @@ def await_copy(
             now = time.monotonic()
             if now > deadline:
                 raise TimeoutError(
-                    f"{destination}: {partitions - len(done)} partitions incomplete after "
-                    f"{timeout_s} s"
+                    f"{sorted(copies)[:3]}...: {partitions - len(done)} partitions incomplete "
+                    f"after {timeout_s} s"
                 )
             if not timing.first_output:
                 if first.total() > 0:
@@ -237,10 +273,10 @@ def await_copy(
                     time.sleep(TICK_S)
                     continue
             if not timing.destination_first and any(
-                first.fetch()[(destination, p)] for p in range(partitions)
+                first.fetch()[(topic, p)] for topic, n in destinations for p in range(n)
             ):
                 timing.destination_first = time.monotonic()
-            _read_tails(reader, stable.fetch(), destination, tail, tailing, done)
+            _read_tails(reader, stable.fetch(), copies, tailing, done)
         timing.all_visible = time.monotonic()
         _count_cpu(timing, role_pids(), cpu_each, broker_pids, cpu_brokers)
     finally:
@@ -278,28 +314,32 @@ def _completion_reader(target: str) -> Consumer:
 def _read_tails(
     reader: Consumer,
     ends: dict[tuple[str, int], int],
-    destination: str,
-    tail: SourceTail,
-    tailing: set[int],
-    done: set[int],
+    copies: dict[str, SourceTail],
+    tailing: set[tuple[str, int]],
+    done: set[tuple[str, int]],
 ) -> None:
-    """One look at the destination's tails: a partition whose last stable offset reached the
+    """One look at the destinations' tails: a partition whose last stable offset reached the
     source's count is read from the earliest offset its last record can have; one whose last
     source key shows moves from ``tailing`` to ``done``."""
     start = [
-        TopicPartition(destination, p, tail.counts[p] - 1)
+        TopicPartition(topic, p, tail.counts[p] - 1)
+        for topic, tail in copies.items()
         for p in range(len(tail.counts))
-        if p not in tailing and p not in done and ends[(destination, p)] >= tail.counts[p]
+        if (topic, p) not in tailing
+        and (topic, p) not in done
+        and ends[(topic, p)] >= tail.counts[p]
     ]
     if start:
         reader.incremental_assign(start)
-        tailing.update(tp.partition for tp in start)
+        tailing.update((tp.topic, tp.partition) for tp in start)
     if not tailing:
         time.sleep(TICK_S)
         return
     for message in reader.consume(1000, TICK_S):
-        p = message.partition()
-        if not message.error() and message.key() == tail.last_keys[p] and p not in done:
-            done.add(p)
-            tailing.discard(p)
-            reader.incremental_unassign([TopicPartition(destination, p)])
+        at = (message.topic(), message.partition())
+        if message.error() or at in done:
+            continue
+        if message.key() == copies[at[0]].last_keys[at[1]]:
+            done.add(at)
+            tailing.discard(at)
+            reader.incremental_unassign([TopicPartition(*at)])

@@ -62,8 +62,10 @@ def mm2_properties(
     producer: dict[str, str],
     consume_batch: int,
     fetch_partition_bytes: int,
+    pattern: str | None = None,
 ) -> dict[str, str]:
-    """The dedicated-mode configuration of one flow `source_alias` -> target for one topic.
+    """The dedicated-mode configuration of one flow `source_alias` -> target for one topic (or
+    for every topic ``pattern`` matches, a regular expression).
 
     A fresh source alias per run gives fresh destination topics (the default replication policy
     names them `<alias>.<topic>`) and fresh internal topics (`mm2-offsets.<alias>.internal`, ...),
@@ -75,7 +77,7 @@ def mm2_properties(
         f"{src}.bootstrap.servers": source_bootstrap,
         f"{tgt}.bootstrap.servers": target_bootstrap,
         f"{src}->{tgt}.enabled": "true",
-        f"{src}->{tgt}.topics": re.escape(topic),
+        f"{src}->{tgt}.topics": pattern or re.escape(topic),
         "tasks.max": str(tasks),
         # Every topic MirrorMaker creates at the broker's default replication factor, as ours
         # are: 1 on a one-node cluster, 3 on a cluster of three (bench/clusters.py).
@@ -136,6 +138,7 @@ class MirrorMaker2:
         producer: dict[str, str],
         consume_batch: int,
         fetch_partition_bytes: int,
+        pattern: str | None = None,
     ) -> None:
         self.libs = libs
         self.workdir = workdir / source_alias
@@ -153,6 +156,7 @@ class MirrorMaker2:
             producer=producer,
             consume_batch=consume_batch,
             fetch_partition_bytes=fetch_partition_bytes,
+            pattern=pattern,
         )
         self.log_path = self.workdir / "mirrormaker.log"
         self._process: subprocess.Popen[bytes] | None = None

@@ -32,8 +32,14 @@ class Candidates:
 
     @contextmanager
     def _roles(
-        self, flow: str, topic: str, extra: dict[str, str] | None = None
+        self,
+        flow: str,
+        topic: str,
+        extra: dict[str, str] | None = None,
+        own: dict[str, dict[str, str]] | None = None,
     ) -> Iterator[tuple[RoleProcess, RoleProcess]]:
+        """Both stages of ``flow`` copying ``topic``, with ``extra`` settings and each role's
+        ``own`` (role -> settings: a metrics port of its own, say)."""
         env = {
             "KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS": self.source,
             "KAFKA_CLUSTERS_DESTINATION_BOOTSTRAP_SERVERS": self.target,
@@ -50,17 +56,21 @@ class Candidates:
         with ExitStack() as stack:
             started = []
             for role in ("replicator", "deduplicator"):
+                role_env = {**env, **(own or {}).get(role, {})}
                 # The kit's process dies with the bench (even a SIGKILLed one): no role
                 # outlives the bench and its clusters. Workers are started by the command line.
                 if env.get("REPLICATION_WORKERS", "1") == "1":
-                    process = RoleProcess(role, env, logs)
+                    process = RoleProcess(role, role_env, logs)
                 else:
-                    process = RoleProcess("exactly", env, logs, args=(role,), name=role)
+                    process = RoleProcess("exactly", role_env, logs, args=(role,), name=role)
                 started.append(stack.enter_context(process))
             yield started[0], started[1]
 
-    def _mirrormaker(self, alias: str, topic: str, *, exactly_once: bool) -> MirrorMaker2:
-        """MirrorMaker 2 from ``topic`` on the source, as the comparison sets it up."""
+    def _mirrormaker(
+        self, alias: str, topic: str, *, exactly_once: bool, pattern: str | None = None
+    ) -> MirrorMaker2:
+        """MirrorMaker 2 from ``topic`` (or every topic ``pattern`` matches) on the source, as
+        the comparison sets it up."""
         raise NotImplementedError
 
     @contextmanager

@@ -65,7 +65,9 @@ class Bench(PacedBench):
     """Every candidate and phase, MirrorMaker 2 set up like our stages: our producer settings,
     stage 1's consume batch and fetch size."""
 
-    def _mirrormaker(self, alias: str, topic: str, *, exactly_once: bool) -> MirrorMaker2:
+    def _mirrormaker(
+        self, alias: str, topic: str, *, exactly_once: bool, pattern: str | None = None
+    ) -> MirrorMaker2:
         producer = {k: str(v).lower() for k, v in producer_settings().items()}
         producer["batch.size"] = str(JAVA_BATCH_SIZE)
         mm2 = MirrorMaker2(
@@ -80,6 +82,7 @@ class Bench(PacedBench):
             producer=producer,
             consume_batch=CONSUME_BATCH,
             fetch_partition_bytes=SOURCE_FETCH_PARTITION_BYTES,
+            pattern=pattern,
         )
         return mm2
 

@@ -30,6 +30,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.clusters import bench_clusters
 from bench.common import COPY_TIMEOUT_S, await_committed, process_cpu_seconds
+from bench.flowmeter import EndOffsets
 from bench.payloads import Payloads
 from localkafka import RoleProcess
 from replicator.clients import SOURCE_FETCH_PARTITION_BYTES
@@ -56,24 +57,38 @@ def main() -> None:
     _report(rows)
 
 
-def create_topic(bootstrap: str, topic: str) -> None:
+def create_topic(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> None:
+    create_topics(bootstrap, {topic: partitions})
+
+
+def create_topics(bootstrap: str, topics: dict[str, int]) -> None:
+    """Each topic (name -> partitions) at the broker's default replication factor, in one
+    request, then a second for their leaders to be known."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, PARTITIONS, -1)])[topic].result(30)  # broker default
+    futures = admin.create_topics([NewTopic(t, n, -1) for t, n in topics.items()])
+    for future in futures.values():
+        future.result(30 + len(topics) / 10)
     time.sleep(1)
 
 
 def fill(bootstrap: str, topic: str, size: int, count: int) -> None:
+    fill_spread(bootstrap, [(topic, p) for p in range(PARTITIONS)], size, count)
+
+
+def fill_spread(bootstrap: str, partitions: list[tuple[str, int]], size: int, count: int) -> None:
+    """``count`` records of ``size`` bytes round-robin over ``partitions`` (topic, partition)."""
     producer = Producer(
         {"bootstrap.servers": bootstrap, "linger.ms": 20, "compression.type": "lz4", "acks": "1"}
     )
     payloads = Payloads(size)  # a different value for every record (bench/payloads.py)
     for i in range(count):
+        topic, partition = partitions[i % len(partitions)]
         produce_when_room(
             producer,
             topic,
             value=payloads.value(i),
             key=b"k%d" % i,
-            partition=i % PARTITIONS,
+            partition=partition,
             headers=HEADERS,
         )
     producer.flush(120)
@@ -95,8 +110,17 @@ def plain_loop(
 ) -> tuple[float, float]:
     """Plain loop: every record produced on its own to the same partition, into `out` (default
     `<topic>-baseline`). (seconds, cpu)."""
-    out = out or f"{topic}-baseline"
-    create_topic(target, out)
+    return plain_copy(
+        source, target, {topic: PARTITIONS}, count, {topic: out or f"{topic}-baseline"}
+    )
+
+
+def plain_copy(
+    source: str, target: str, topics: dict[str, int], count: int, renamed: dict[str, str]
+) -> tuple[float, float]:
+    """plain_loop over several source topics (name -> partitions), each into the topic
+    ``renamed`` gives it on the target. (seconds, cpu)."""
+    create_topics(target, {renamed[t]: n for t, n in topics.items()})
     consumer = Consumer(
         {
             "bootstrap.servers": source,
@@ -111,7 +135,7 @@ def plain_loop(
     # No delivery callback per record: the cheapest loop there is (a callback per record costs
     # 40-55 % more, docs/design.md §10); delivery is checked once at the end instead.
     producer = Producer({"bootstrap.servers": target, **producer_settings()})
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    consumer.assign([TopicPartition(t, p, 0) for t, n in topics.items() for p in range(n)])
     started, cpu_started = time.monotonic(), time.process_time()
     consumed = 0
     while consumed < count:
@@ -121,7 +145,7 @@ def plain_loop(
             consumed += 1
             produce_when_room(
                 producer,
-                out,
+                renamed[message.topic()],
                 value=message.value(),
                 key=message.key(),
                 partition=message.partition(),
@@ -132,12 +156,8 @@ def plain_loop(
     remaining = producer.flush(120)
     seconds, cpu = time.monotonic() - started, time.process_time() - cpu_started
     consumer.close()
-    checker = Consumer({"bootstrap.servers": target, "group.id": "bench-baseline-check"})
-    written = sum(
-        checker.get_watermark_offsets(TopicPartition(out, p), timeout=10)[1]
-        for p in range(PARTITIONS)
-    )
-    checker.close()
+    outputs = [(renamed[t], n) for t, n in topics.items()]
+    written = EndOffsets(target, outputs, committed=False).total()
     if remaining or written != count:
         raise RuntimeError(f"baseline wrote {written} of {count} ({remaining} undelivered)")
     return seconds, cpu
