@@ -29,9 +29,9 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from replicator.flowrecords import FlowRecords
-from replicator.topics import SourceTopic, describe_source_topics, ensure_destination
-from runtime import ExactlyError, NotAuthorizedError, Settings, get_logger, kafka_error_of
-from runtime.errors import AuthenticationError, DestinationCollisionError
+from replicator.topics import SourceTopic, describe_source_topics, ensure_destinations
+from runtime import Settings, get_logger, kafka_error_of
+from runtime.errors import DestinationCollisionError
 
 log = get_logger(__name__)
 
@@ -88,20 +88,20 @@ class TopicDiscovery:
         except KafkaException as exc:
             log.warning("topic discovery failed", error=kafka_error_of(exc).str())
             return None
-        for name, topic in list(found.items()):
-            known = self.latest.topics.get(name)
-            if known is None or known.partitions != topic.partitions:
-                try:
-                    ensure_destination(self._target_admin, topic)
-                except (NotAuthorizedError, AuthenticationError):
-                    raise  # no later round mends a missing ACL or refused credentials
-                except (KafkaException, ExactlyError) as exc:
-                    log.warning("destination topic not ready; retrying", topic=name, error=str(exc))
-                    found.pop(name)
-                    if known is not None:
-                        found[name] = known
-                    continue
-            self._check_topic_id(topic)
+        changed = [
+            topic
+            for name, topic in found.items()
+            if (known := self.latest.topics.get(name)) is None
+            or known.partitions != topic.partitions
+        ]
+        for name, why in ensure_destinations(self._target_admin, changed).items():
+            log.warning("destination topic not ready; retrying", topic=name, error=str(why))
+            found.pop(name)
+            if (known := self.latest.topics.get(name)) is not None:
+                found[name] = known
+        self._records.record_topic_ids(
+            {t.name: topic_id for t in found.values() if (topic_id := self._new_id(t))}
+        )
         return self._publish(found)
 
     def describe(self, names: Collection[str]) -> Discovered:
@@ -153,14 +153,15 @@ class TopicDiscovery:
         self._left_out = left_out
         return found
 
-    def _check_topic_id(self, topic: SourceTopic) -> None:
-        """Invariant 7 for a topic recreated under its name: recorded and reported here; its
-        running lanes, which hold the old topic's id, are the copy loop's to stop or end on
-        (``replicator.stops.hold_recreated``)."""
+    def _new_id(self, topic: SourceTopic) -> str | None:
+        """Invariant 7 for a topic recreated under its name: reported here, and the id to record
+        returned (None: nothing to record); its running lanes, which hold the old topic's id,
+        are the copy loop's to stop or end on (``replicator.stops.hold_recreated``). The round
+        records every new id in one write (FlowRecords.record_topic_ids)."""
         current = topic.topic_id.hex()
         recorded = self._records.topic_id(topic.name)
         if recorded == current:
-            return
+            return None
         replicate = self._settings.on_topic_recreated == "replicate"
         if recorded is None or replicate:
             if recorded is not None:
@@ -170,9 +171,8 @@ class TopicDiscovery:
                     old_topic_id=recorded,
                     topic_id=current,
                 )
-            self._records.record_topic_id(topic.name, current)
             self._recreated.pop(topic.name, None)
-            return
+            return current
         if topic.name not in self._recreated:
             log.error(
                 "source topic was deleted and recreated; its partitions stay stopped "
@@ -182,3 +182,4 @@ class TopicDiscovery:
                 topic_id=current,
             )
         self._recreated[topic.name] = (recorded, current)
+        return None

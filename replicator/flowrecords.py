@@ -64,7 +64,7 @@ class FlowRecords:
         return self._values.get(LANES_KEY)
 
     def record_lanes(self, partitions: int, function: str) -> None:
-        self._write(LANES_KEY, {"partitions": partitions, "function": function})
+        self._write({LANES_KEY: {"partitions": partitions, "function": function}})
         log.info("lane mapping recorded", topic=self.topic, partitions=partitions)
 
     def topic_id(self, topic: str) -> str | None:
@@ -80,7 +80,7 @@ class FlowRecords:
         return self._topics_under(_LEFT_OUT_PREFIX)
 
     def record_left_out(self, topic: str, why: str) -> None:
-        self._write(f"{_LEFT_OUT_PREFIX}{topic}", {"why": why})
+        self._write({f"{_LEFT_OUT_PREFIX}{topic}": {"why": why}})
 
     def _topics_under(self, prefix: str) -> set[str]:
         return {
@@ -89,10 +89,14 @@ class FlowRecords:
             if key.startswith(prefix) and value
         }
 
-    def record_topic_id(self, topic: str, topic_id: str) -> None:
-        self._write(f"{_TOPIC_ID_PREFIX}{topic}", {"topic_id": topic_id})
+    def record_topic_ids(self, ids: dict[str, str]) -> None:
+        """Each topic's id (name -> hex), written together: one producer and one flush for a
+        start-up that finds hundreds of topics."""
+        self._write({f"{_TOPIC_ID_PREFIX}{t}": {"topic_id": i} for t, i in ids.items()})
 
-    def _write(self, key: str, value: dict[str, Any]) -> None:
+    def _write(self, values: dict[str, dict[str, Any]]) -> None:
+        if not values:
+            return
         producer = Producer(
             {
                 **self.settings.destination.client_config(),
@@ -106,21 +110,24 @@ class FlowRecords:
             if error is not None:
                 failed.append(error)
 
-        producer.produce(
-            self.topic,
-            key=key.encode(),
-            value=json.dumps(value).encode(),
-            partition=0,
-            on_delivery=delivered,
-        )
+        for key, value in values.items():
+            producer.produce(
+                self.topic,
+                key=key.encode(),
+                value=json.dumps(value).encode(),
+                partition=0,
+                on_delivery=delivered,
+            )
+        named = sorted(values)
+        keys = ", ".join(named[:3]) + (f" and {len(named) - 3} more" if len(named) > 3 else "")
         # A refused or failed delivery leaves nothing queued either: flush() alone would take
         # it for written, and the flow would go on without what it must remember.
         if producer.flush(_TIMEOUT_S) != 0:
-            raise TopicSetupError(f"could not record {key} in {self.topic}: no answer")
+            raise TopicSetupError(f"could not record {keys} in {self.topic}: no answer")
         if failed:
             raise_if_refused(failed[0], "target", {"TOPIC": ("WRITE", self.topic)})
-            raise TopicSetupError(f"could not record {key} in {self.topic}: {failed[0].str()}")
-        self._values[key] = value
+            raise TopicSetupError(f"could not record {keys} in {self.topic}: {failed[0].str()}")
+        self._values.update(values)
 
     def _read_all(self) -> dict[str, dict[str, Any]]:
         """Everything recorded; a KafkaException when the target fails under the read (the

@@ -22,13 +22,14 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, Ne
 from replicator.errors import StagingMismatchError, TopicSetupError
 from replicator.flowrecords import FlowRecords
 from replicator.lanes import LANE_FUNCTION
-from runtime import Settings, get_logger, kafka_error_of, raise_if_refused
-from runtime.errors import DestinationCollisionError
+from runtime import ExactlyError, Settings, get_logger, kafka_error_of, raise_if_refused
+from runtime.errors import AuthenticationError, DestinationCollisionError, NotAuthorizedError
 from runtime.settings import destination_names
 from runtime.topics import (
     admin_result,
     call_once_known,
     cluster_metadata,
+    create_together,
     ensure_topic,
     require_operations,
 )
@@ -137,19 +138,66 @@ def _not_replicated(topic: str, error: ValueError) -> None:
     )
 
 
+def ensure_destinations(
+    admin: AdminClient, topics: Collection[SourceTopic]
+) -> dict[str, Exception]:
+    """ensure_destination of each topic, the missing ones created together (create_together):
+    one metadata request, one CreateTopics request and one wait for every leader, however many
+    topics start at once. A topic the batch did not make ready, or whose destination exists
+    with other partitions than its source, goes through ensure_destination alone. Returns the
+    topics (by source name) still not ready, with why; a refused ACL or credentials raise."""
+    if not topics:
+        return {}
+    try:
+        existing = admin.list_topics(timeout=_TIMEOUT_S).topics
+        missing = [
+            topic
+            for topic in topics
+            if (found := existing.get(topic.destination)) is None or found.error is not None
+        ]
+        made = create_together(admin, [_new_destination(topic) for topic in missing])
+    except KafkaException as exc:  # the target out of reach: the next round tries them all
+        return {topic.name: exc for topic in topics}
+    for topic in missing:
+        if topic.destination in made:
+            log.info(
+                "destination topic created",
+                topic=topic.destination,
+                partitions=topic.partitions,
+                source=topic.name,
+            )
+    failures: dict[str, Exception] = {}
+    for topic in topics:
+        found = existing.get(topic.destination)
+        if topic.destination in made or (
+            found is not None and found.error is None and len(found.partitions) == topic.partitions
+        ):
+            continue
+        try:
+            ensure_destination(admin, topic)
+        except (NotAuthorizedError, AuthenticationError):
+            raise  # no later round mends a missing ACL or refused credentials
+        except (KafkaException, ExactlyError) as exc:
+            failures[topic.name] = exc
+    return failures
+
+
+def _new_destination(topic: SourceTopic) -> NewTopic:
+    return NewTopic(
+        topic.destination,
+        num_partitions=topic.partitions,
+        replication_factor=-1,
+        config={k: v for k, v in topic.configs.items() if v is not None},
+    )
+
+
 def ensure_destination(admin: AdminClient, topic: SourceTopic) -> None:
     """Create the destination topic like its source, or grow it to the source's partitions."""
     existing = admin.list_topics(topic.destination, timeout=_TIMEOUT_S).topics.get(
         topic.destination
     )
     if existing is None or existing.error is not None:
-        new = NewTopic(
-            topic.destination,
-            num_partitions=topic.partitions,
-            replication_factor=-1,
-            config={k: v for k, v in topic.configs.items() if v is not None},
-        )
-        ensure_topic(admin, new)
+        ensure_topic(admin, _new_destination(topic))
         log.info(
             "destination topic created",
             topic=topic.destination,

@@ -109,6 +109,52 @@ def ensure_topic(admin: AdminClient, topic: NewTopic) -> None:
     await_leaders(admin, topic.topic, STARTUP_PATIENCE_S)
 
 
+def create_together(admin: AdminClient, topics: list[NewTopic]) -> set[str]:
+    """Create ``topics`` in one request and wait for their leaders together: the names that
+    exist (made now, or by another instance a moment ago) with a leader for every partition.
+    Nothing is retried: a topic left out is the caller's to make alone with ensure_topic (its
+    retries, its refusal named). Hundreds of new topics then cost a few round trips, not a few
+    per topic (issue 34: 100 topics took stage 1 69 s to set up one at a time)."""
+    if not topics:
+        return set()
+    made = set()
+    for name, future in admin.create_topics(topics).items():
+        try:
+            admin_result(future)
+        except KafkaException as exc:
+            if kafka_error_of(exc).code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                continue
+        made.add(name)
+    return _with_leaders(admin, made, STARTUP_PATIENCE_S)
+
+
+def _with_leaders(admin: AdminClient, names: set[str], timeout_s: float) -> set[str]:
+    """Those of ``names`` whose every partition has a leader within ``timeout_s`` (await_leaders
+    for many topics, one metadata request per look)."""
+    ready: set[str] = set()
+    deadline = time.monotonic() + timeout_s
+    while ready != names and time.monotonic() < deadline:
+        try:
+            found = admin.list_topics(timeout=_ATTEMPT_S).topics
+        except KafkaException as exc:
+            error = kafka_error_of(exc)
+            if classify(error) is not ErrorClass.RETRIABLE:
+                raise
+            log_waiting(error)  # a broker restarting: the deadline bounds the wait
+            found = {}
+        ready |= {
+            name
+            for name in names - ready
+            if (topic := found.get(name)) is not None
+            and topic.error is None
+            and topic.partitions
+            and all(p.leader >= 0 for p in topic.partitions.values())
+        }
+        if ready != names:
+            time.sleep(0.1)
+    return ready
+
+
 def require_operations(
     admin: AdminClient, cluster: str, topic: str, operations: tuple[str, ...]
 ) -> None:
