@@ -56,10 +56,10 @@ def producer_config(
     """Stage 2's transactional producer (invariant 6: a stable id per instance)."""
     return {
         **TRANSACTION_RETRY_DEFAULTS,  # the user's values win
+        "linger.ms": 5,
         **settings.destination.client_config(),
         "transactional.id": transactional_id,
         "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS,
-        "linger.ms": 5,
         # A destination record is as large as its source allowed (max.message.bytes is
         # mirrored per topic); the broker, not this client, enforces each topic's limit.
         "message.max.bytes": MAX_RECORD_BYTES,

@@ -27,3 +27,8 @@ def test_the_users_retry_backoff_wins():
     config = producer_config(settings, "txn-id", lambda error: None)
     assert (config["retry.backoff.ms"], config["retry.backoff.max.ms"]) == ("250", "2000")
     assert config["transactional.id"] == "txn-id"
+
+
+def test_the_users_linger_wins():
+    settings = load_settings({**CLUSTERS, "KAFKA_CLUSTERS_DESTINATION_PROPERTIES_LINGER_MS": "50"})
+    assert producer_config(settings, "txn-id", lambda error: None)["linger.ms"] == "50"
