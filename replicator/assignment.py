@@ -74,6 +74,7 @@ def new_lanes(
     """A lane for each assigned partition whose topic is still there, starting at its committed
     offset or, never committed, where ``start_from`` says."""
     lanes = []
+    fresh: dict[str, list[int]] = {}
     for tp in committed:
         topic = found.topics.get(tp.topic)
         if topic is None:
@@ -83,12 +84,7 @@ def new_lanes(
             start = tp.offset
         else:
             start = _start_offset(consumer, tp, start_from)
-            log.info(
-                "no committed offset",
-                start_from=start_from,
-                topic=tp.topic,
-                partition=tp.partition,
-            )
+            fresh.setdefault(tp.topic, []).append(tp.partition)
         lanes.append(
             Lane(
                 topic=tp.topic,
@@ -99,7 +95,23 @@ def new_lanes(
                 committed=tp.offset,
             )
         )
+    if fresh:
+        # One line per assignment, not per partition: a first start on 6,000 partitions
+        # logged 6,000 lines (issue 34).
+        log.info(
+            "no committed offset",
+            start_from=start_from,
+            count=sum(len(partitions) for partitions in fresh.values()),
+            partitions=_named(fresh),
+        )
     return lanes
+
+
+def _named(partitions: dict[str, list[int]], topics: int = 10) -> str:
+    """``topic[0,1,2] ...`` for the first ``topics`` topics, then how many more."""
+    named = [f"{t}[{','.join(map(str, sorted(ps)))}]" for t, ps in sorted(partitions.items())]
+    more = f" and {len(named) - topics} more topics" if len(named) > topics else ""
+    return " ".join(named[:topics]) + more
 
 
 def _start_offset(consumer: Consumer, tp: TopicPartition, start_from: str) -> int:
