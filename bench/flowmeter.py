@@ -200,31 +200,6 @@ def cpu_seconds(pids: Sequence[int | None]) -> float:
     return total
 
 
-def await_copy(
-    target: str,
-    destination: str,
-    tail: SourceTail,
-    *,
-    first_output_topics: Sequence[tuple[str, int]],
-    launched: float,
-    role_pids: Callable[[], Sequence[int | None]],
-    broker_pids: Sequence[int | None],
-    check_alive: Callable[[], None],
-    timeout_s: float,
-) -> RunTiming:
-    """await_copies of one destination topic."""
-    return await_copies(
-        target,
-        {destination: tail},
-        first_output_topics=first_output_topics,
-        launched=launched,
-        role_pids=role_pids,
-        broker_pids=broker_pids,
-        check_alive=check_alive,
-        timeout_s=timeout_s,
-    )
-
-
 def await_copies(
     target: str,
     copies: dict[str, SourceTail],

@@ -4,6 +4,7 @@ one as the candidate of a phase under paced traffic."""
 
 from __future__ import annotations
 
+import argparse
 import re
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -83,6 +84,17 @@ class Candidates:
         else:
             with self._mirrormaker(f"mm2eos{tag}", topic, exactly_once=True) as mm2:
                 yield mm2.destination_topic, lambda: check_mm2(mm2)
+
+
+def add_pipeline_env(parser: argparse.ArgumentParser) -> None:
+    """--pipeline-env NAME=VALUE: what the bench puts in ``Candidates.pipeline_env``."""
+    parser.add_argument(
+        "--pipeline-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an environment variable of both stages (repeatable), e.g. a librdkafka property",
+    )
 
 
 def check_roles(*roles: RoleProcess) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, TopicPartition
 
 from bench.common import COPY_TIMEOUT_S, ChildRun
-from bench.flowmeter import EndOffsets, RunTiming, SourceTail, await_copy, source_tail
+from bench.flowmeter import EndOffsets, RunTiming, SourceTail, await_copies, source_tail
 from bench.payloads import compression_ratio
 from bench.pipeline_candidates import Candidates, check_mm2, check_roles
 from bench.replicator_throughput import HEADERS, PARTITIONS, create_topic, fill, plain_loop
@@ -208,10 +208,20 @@ class ThroughputBench(Candidates):
         role_pids: Callable[[], list[int | None]],
         check_alive: Callable[[], None],
     ) -> RunTiming:
-        return await_copy(
+        return self._await_all({destination: tail}, first_output, launched, role_pids, check_alive)
+
+    def _await_all(
+        self,
+        copies: dict[str, SourceTail],
+        first_output: list[tuple[str, int]],
+        launched: float,
+        role_pids: Callable[[], list[int | None]],
+        check_alive: Callable[[], None],
+    ) -> RunTiming:
+        """await_copies of ``copies`` (destination -> its source's tail) on the bench's target."""
+        return await_copies(
             self.target,
-            destination,
-            tail,
+            copies,
             first_output_topics=first_output,
             launched=launched,
             role_pids=role_pids,

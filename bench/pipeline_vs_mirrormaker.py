@@ -45,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.clusters import bench_clusters
 from bench.common import interrupt
 from bench.mirrormaker import MirrorMaker2, ensure_mirrormaker
+from bench.pipeline_candidates import add_pipeline_env
 from bench.pipeline_paced import PacedBench
 from bench.pipeline_report import (
     report_latency,
@@ -139,13 +140,7 @@ def _pipeline_options(parser: argparse.ArgumentParser) -> None:
         default="1",
         help="comma-separated REPLICATION_WORKERS: the pipeline runs once more with each above 1",
     )
-    parser.add_argument(
-        "--pipeline-env",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="an environment variable of both stages (repeatable), e.g. a librdkafka property",
-    )
+    add_pipeline_env(parser)
     parser.add_argument(
         "--staging-compression",
         default="lz4",

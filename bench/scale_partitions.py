@@ -29,7 +29,6 @@ import argparse
 import signal
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,10 +37,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from confluent_kafka.admin import AdminClient
 
 from bench.clusters import bench_clusters
-from bench.common import COPY_TIMEOUT_S, ChildRun, interrupt
-from bench.flowmeter import EndOffsets, RunTiming, SourceTail, await_copies, source_tails
+from bench.common import ChildRun, interrupt
+from bench.flowmeter import EndOffsets, RunTiming, SourceTail, source_tails
 from bench.mirrormaker import ensure_mirrormaker
-from bench.pipeline_candidates import check_mm2, check_roles
+from bench.pipeline_candidates import add_pipeline_env, check_mm2, check_roles
 from bench.pipeline_vs_mirrormaker import Bench
 from bench.replicator_throughput import HEADERS, create_topics, fill_spread, plain_copy
 from localkafka import free_port, peak_rss_mib
@@ -179,25 +178,6 @@ class ScaleBench(Bench):
         copy = Copy("MM2 exactly-once", count, timing, rss_mib=rss)
         return copy, [(f"{alias}.{t}", n) for t, n in topics.items()]
 
-    def _await_all(
-        self,
-        copies: dict[str, SourceTail],
-        first_output: list[tuple[str, int]],
-        launched: float,
-        role_pids: Callable[[], list[int | None]],
-        check_alive: Callable[[], None],
-    ) -> RunTiming:
-        return await_copies(
-            self.target,
-            copies,
-            first_output_topics=first_output,
-            launched=launched,
-            role_pids=role_pids,
-            broker_pids=self.broker_pids,
-            check_alive=check_alive,
-            timeout_s=COPY_TIMEOUT_S,
-        )
-
 
 def _delete_topics_with(bootstrap: str, tag: str) -> None:
     """Delete every topic of one copy (its destinations, staging, changelog, MirrorMaker's own):
@@ -307,13 +287,7 @@ def main() -> None:
         default=",".join(CANDIDATES),
         help=f"comma-separated subset of {', '.join(CANDIDATES)} (ratios need all three)",
     )
-    parser.add_argument(
-        "--pipeline-env",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="an environment variable of both stages (repeatable), e.g. a librdkafka property",
-    )
+    add_pipeline_env(parser)
     args = parser.parse_args()
     candidates = tuple(args.candidates.split(","))
     if not set(candidates) <= set(CANDIDATES):
