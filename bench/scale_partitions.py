@@ -42,7 +42,7 @@ from bench.flowmeter import EndOffsets, RunTiming, SourceTail, source_tails
 from bench.mirrormaker import ensure_mirrormaker
 from bench.pipeline_candidates import add_pipeline_env, check_mm2, check_roles
 from bench.pipeline_vs_mirrormaker import Bench
-from bench.replicator_throughput import HEADERS, create_topics, fill_spread, plain_copy
+from bench.replicator_throughput import HEADERS, PARTITIONS, create_topics, fill_spread, plain_copy
 from localkafka import free_port, peak_rss_mib
 from localkafka.scrape import sample, scrape
 from runtime.names import FlowNames
@@ -139,7 +139,7 @@ class ScaleBench(Bench):
         with self._roles(flow, tier.pattern, env, own) as (replicator, deduplicator):
             timing = self._await_all(
                 {renamed[t]: tails[t] for t in topics},
-                [(FlowNames(flow).staging, 12)],
+                [(FlowNames(flow).staging, PARTITIONS)],
                 launched,
                 lambda: [replicator.pid, deduplicator.pid],
                 lambda: check_roles(replicator, deduplicator),
