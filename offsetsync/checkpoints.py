@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
+from dataclasses import fields as dataclass_fields
 
 from confluent_kafka import KafkaError, Message, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -39,11 +40,18 @@ class Checkpoint:
         return json.dumps([self.group, self.topic, self.partition]).encode()
 
     def value(self) -> bytes:
-        return json.dumps(asdict(self), separators=(",", ":")).encode()
+        # Not dataclasses.asdict, which copies each field deeply: a cycle writes one checkpoint
+        # per group partition it moved, and at 2,000 groups x 12 partitions asdict alone took
+        # about 6 s of a 30 s cycle (py-spy, bench/offsetsync_lag.py --groups 2000).
+        fields = {name: getattr(self, name) for name in _FIELDS}
+        return json.dumps(fields, separators=(",", ":")).encode()
 
     @classmethod
     def from_value(cls, value: bytes) -> Checkpoint:
         return cls(**json.loads(value))
+
+
+_FIELDS = tuple(field.name for field in dataclass_fields(Checkpoint))
 
 
 class CheckpointWriter:

@@ -4,6 +4,7 @@ offsets (and which of them the cluster could not tell this cycle), and committin
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from confluent_kafka import (
@@ -40,6 +41,10 @@ _IDLE = frozenset({ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD})
 # What the broker answers when offsets are committed from outside for a group that has members:
 # it refuses, so a member that joined after we looked is never overridden either.
 GROUP_ACTIVE = frozenset({KafkaError.UNKNOWN_MEMBER_ID, KafkaError.REBALANCE_IN_PROGRESS})
+# Groups not listed that the fetching process did not answer, read at once, each by a consumer
+# of its own (``committed_unlisted``). A first cycle meets every group unlisted on a target it
+# has not synced yet: one consumer after another, 2,000 groups took about 90 s.
+_UNLISTED_AT_ONCE = 16
 
 
 # The metadata of every offset offset sync commits: a position it translated from another
@@ -118,9 +123,9 @@ class ClusterGroups:
         in flight is not an offset yet, and its partitions are ``unknown``. A group whose fetch
         failed is left out: its offsets are unknown this cycle.
 
-        Pass only groups that ``states()`` listed: a group the cluster has never seen is
-        answered NOT_COORDINATOR while its coordinator loads, which costs the fetching process
-        (offsetsync.offset_fetch) every time."""
+        Pass only groups that ``states()`` listed (the others: ``committed_unlisted``): a
+        group left out is "unknown", which an unlisted group must not be for want of an answer.
+        """
         offsets = {}
         for group, answer in self._fetch.fetch(groups).items():
             if isinstance(answer, TimeoutError):
@@ -136,11 +141,42 @@ class ClusterGroups:
             offsets[group] = _group_offsets(group, answer)
         return offsets
 
-    def committed_unlisted(self, group: str, partitions: Collection[Key]) -> GroupOffsets:
+    def committed_unlisted(self, wanted: Mapping[str, Collection[Key]]) -> dict[str, GroupOffsets]:
+        """The committed offsets on its partitions of each group that ``states()`` did not
+        list. First asked of the fetching process with every group at once, as listed groups
+        are (200 never-seen groups answered in 0.4-1.1 s on a cluster whose coordinators are
+        loaded). Each group it did not answer, or every group when the process was lost (a
+        coordinator moving, or none loaded yet on a new cluster: librdkafka #5040), is asked
+        by a consumer of its own (``_committed_unlisted``), _UNLISTED_AT_ONCE at a time."""
+        found = {
+            group: _group_offsets(group, answer)
+            for group, answer in self._fetch.fetch(wanted).items()
+            if isinstance(answer, list)
+        }
+        rest = {group: keys for group, keys in wanted.items() if group not in found}
+        if not rest:
+            return found
+        # Said once a cycle: a process lost on these groups logged that their offsets were
+        # unknown, and they are not left so.
+        log.info("groups not listed read by consumers of their own", groups=len(rest))
+        workers = min(_UNLISTED_AT_ONCE, len(rest))
+        pool = ThreadPoolExecutor(workers, thread_name_prefix="offsetsync-unlisted")
+        try:
+            futures = {
+                group: pool.submit(self._committed_unlisted, group, partitions)
+                for group, partitions in rest.items()
+            }
+            # A fatal error of any group raises here, as it did when read one after another,
+            # and the groups not yet begun are not read.
+            return found | {group: future.result() for group, future in futures.items()}
+        finally:
+            pool.shutdown(cancel_futures=True)
+
+    def _committed_unlisted(self, group: str, partitions: Collection[Key]) -> GroupOffsets:
         """The committed offsets on ``partitions`` of a group that ``states()`` did not list;
         every partition ``unknown`` when the cluster did not answer in time.
 
-        The admin client must not be asked (``committed``: librdkafka #5040). A consumer of the
+        Not the admin client, which the fetching process could not use for it. A consumer of the
         group asks the group's coordinator the same (OffsetFetch, stable offsets only under
         read_committed) through its own coordinator handling, which survives NOT_COORDINATOR;
         it never subscribes, so it never joins the group and never commits."""

@@ -286,13 +286,14 @@ class OffsetSync:
         """Where each idle group that moves is on the target, as far as the target told."""
         groups = self._clients.target_groups
         current = groups.committed(g for g in idle if g in listed)
+        # Not listed is not "no offsets": a group whose coordinator loads or moves is left out
+        # of a listing without an error. Asked through consumers of the groups (the admin
+        # client must not be: ClusterGroups.committed).
+        current.update(
+            groups.committed_unlisted({g: moves[g].keys() for g in idle if g not in listed})
+        )
         for group in idle:
-            if group not in listed:
-                # Not listed is not "no offsets": a group whose coordinator loads or moves is
-                # left out of a listing without an error. Asked through a consumer of the group
-                # (the admin client must not be: ClusterGroups.committed).
-                current[group] = groups.committed_unlisted(group, moves[group].keys())
-            elif group not in current:  # listed, but its fetch failed this cycle
+            if group not in current:  # listed, but its fetch failed this cycle
                 current[group] = GroupOffsets({}, frozenset(moves[group]))
         return current
 

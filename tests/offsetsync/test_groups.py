@@ -208,3 +208,47 @@ def test_a_group_request_unanswered_while_the_broker_is_frozen_does_not_abort(
     assert child.returncode == 0, err[-3000:]  # -6: librdkafka's abort
     assert json.loads(unanswered) == {}
     assert json.loads(out) == {group: [[topic, 0, 7]]}
+
+
+class _LostProcess:
+    """An offset fetch whose process never answers (lost to librdkafka #5040 each time)."""
+
+    def fetch(self, groups, timeout_s=None):
+        return {}
+
+    def close(self):
+        pass
+
+
+@pytest.mark.parametrize("process", ["answers", "lost"])
+def test_groups_not_listed_are_read_together_each_with_its_own_offsets(
+    target_cluster, unique_topic, unique_group, process
+):
+    """A first cycle on a target meets every group unlisted. They are asked of the fetching
+    process together and, when it is lost, of consumers of their own, several at once: either
+    way each group's answer must be its own (a mix-up would commit one group's position for
+    another, or move a group back), and a group with no offsets there has none."""
+    bootstrap = target_cluster.bootstrap_servers
+    topic = unique_topic("unlisted")
+    create_topic(bootstrap, topic, 2)
+    committed = {unique_group(f"unlisted-{n}"): {0: 100 + n, 1: 200 + n} for n in range(12)}
+    never = [unique_group(f"never-{n}") for n in range(12)]
+    for group, offsets in committed.items():
+        commit_offsets(bootstrap, group, topic, offsets)
+    config = {"bootstrap.servers": bootstrap}
+    fetch = (
+        GroupOffsetFetch(lambda: AdminClient(config)) if process == "answers" else _LostProcess()
+    )
+    groups = ClusterGroups(lambda: AdminClient(config), config, fetch)  # type: ignore[arg-type]
+    keys = [(topic, 0), (topic, 1)]
+    try:
+        found = groups.committed_unlisted({group: keys for group in [*committed, *never]})
+    finally:
+        groups.close()
+    assert {g: (o.offsets, o.unknown) for g, o in found.items()} == {
+        **{
+            g: ({(topic, p): o for p, o in offsets.items()}, frozenset())
+            for g, offsets in committed.items()
+        },
+        **{g: ({}, frozenset()) for g in never},
+    }
