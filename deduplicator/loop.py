@@ -132,13 +132,15 @@ class Deduplicator:
                 messages = self.consumer.consume(CONSUME_BATCH, 0)
                 self.partitions.note_positions(messages)
                 if not messages:
-                    if self._txn.open:
-                        # Nothing more at hand: make what this transaction holds visible now
-                        # rather than wait out the interval (latency). Under load something is
-                        # always at hand and the limits decide; below it, what arrives during
-                        # one commit makes the next.
+                    wait_s = CONSUME_TIMEOUT_S
+                    # Nothing more at hand: commit now rather than wait out the interval
+                    # (latency), once past the floor (transactions a second bounded at low
+                    # rates). Under load something is always at hand: the limits decide.
+                    if self._txn.open and (floor_left := self._txn.floor_left(self.settings)) > 0:
+                        wait_s = min(wait_s, floor_left)
+                    elif self._txn.open:
                         self._commit_or_recover()
-                    messages = consume_ready(self.consumer, CONSUME_BATCH, CONSUME_TIMEOUT_S)
+                    messages = consume_ready(self.consumer, CONSUME_BATCH, wait_s)
                     self.partitions.note_positions(messages)
                 for message in messages:
                     self._process(message)

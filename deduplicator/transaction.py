@@ -33,6 +33,11 @@ class OpenTransaction:
             or self.bytes >= settings.commit_max_bytes
         )
 
+    def floor_left(self, settings: Settings) -> float:
+        """Seconds until the open transaction may commit with staging run dry
+        (REPLICATION_COMMIT_MIN_INTERVAL_MS); 0 or less: now."""
+        return self.began + settings.commit_min_interval_ms / 1000 - time.monotonic()
+
     def reset(self) -> None:
         self.pending.clear()
         self.offsets.clear()

@@ -29,6 +29,7 @@ from runtime.cluster_settings import ClusterSettings
 from runtime.identity import host_identity
 from runtime.names import FlowNames
 from runtime.settings_checks import (
+    check_commit_floor,
     check_one_way_to_pick_topics,
     check_rename_is_whole,
     check_room_for_workers,
@@ -251,6 +252,15 @@ class Settings(BaseSettings):
         alias="REPLICATION_COMMIT_MAX_BYTES",
         description="... or after this many bytes of staging envelopes read.",
     )
+    commit_min_interval_ms: int = Field(
+        0,
+        ge=0,
+        alias="REPLICATION_COMMIT_MIN_INTERVAL_MS",
+        description="Stage 2 commits no transaction younger than this (unless it reached "
+        "the records or bytes limit), not even when staging has nothing more at hand (0: at "
+        "once). At low rates it bounds stage 2's transactions to 1000/this a second, for up "
+        "to this much more latency; at most REPLICATION_COMMIT_INTERVAL_MS.",
+    )
     on_bad_envelope: Literal["deadletter", "stop"] = Field(
         "deadletter",
         alias="REPLICATION_ON_BAD_ENVELOPE",
@@ -339,6 +349,11 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _rename_is_whole(self) -> Settings:
         check_rename_is_whole(self)
+        return self
+
+    @model_validator(mode="after")
+    def _commit_floor_below_interval(self) -> Settings:
+        check_commit_floor(self)
         return self
 
     @model_validator(mode="after")

@@ -95,6 +95,22 @@ def _check_replacement(
         raise ConfigError(replacement, f"{what}: {exc}", rename_replacement) from None
 
 
+def check_commit_floor(settings: Settings) -> None:
+    """Stage 2's commit floor is not above its commit interval."""
+    # While records flow, the interval commits first: a floor above it would never hold, and
+    # the bound on transactions it promises would be false.
+    if settings.commit_min_interval_ms > settings.commit_interval_ms:
+        floor, interval = (
+            variable_of(type(settings), (name,))
+            for name in ("commit_min_interval_ms", "commit_interval_ms")
+        )
+        raise ConfigError(
+            floor,
+            f"is above {interval}={settings.commit_interval_ms}: raise that as well",
+            str(settings.commit_min_interval_ms),
+        )
+
+
 def check_room_for_workers(settings: Settings) -> None:
     """Every worker's name <identity>-<n> fits."""
     # Each worker is named <identity>-<n>: checked here, where the user's variable can be

@@ -212,6 +212,16 @@ def test_one_topic_and_an_include_list_do_not_mix():
     )
 
 
+def test_a_commit_floor_above_the_commit_interval_is_refused():
+    error = config_error(REPLICATION_COMMIT_MIN_INTERVAL_MS="500")
+    assert str(error) == (
+        "REPLICATION_COMMIT_MIN_INTERVAL_MS='500': is above REPLICATION_COMMIT_INTERVAL_MS=100: "
+        "raise that as well"
+    )
+    settings = load(REPLICATION_COMMIT_MIN_INTERVAL_MS="500", REPLICATION_COMMIT_INTERVAL_MS="500")
+    assert (settings.commit_min_interval_ms, settings.commit_interval_ms) == (500, 500)
+
+
 def test_error_format_quotes_the_value():
     error = config_error(KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS="localhost")
     assert str(error) == (
@@ -439,6 +449,7 @@ def test_render_config_lists_every_variable_with_defaults_marked():
         "REPLICATION_COMMIT_INTERVAL_MS=100  # default\n"
         "REPLICATION_COMMIT_MAX_BYTES=16777216  # default\n"
         "REPLICATION_COMMIT_MAX_RECORDS=100000  # default\n"
+        "REPLICATION_COMMIT_MIN_INTERVAL_MS=0  # default\n"
         "REPLICATION_DESTINATION_TOPIC={topic}  # default\n"
         "REPLICATION_ENVELOPE_MAX_BYTES=1048576  # default\n"
         "REPLICATION_ENVELOPE_MAX_RECORDS=500  # default\n"
