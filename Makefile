@@ -7,7 +7,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: install demo test test-slow test-nodes test-nodes-core test-old-source chaos unit lint shape toxiproxy bench-envelope bench-replicator bench-pipeline bench-latency bench-scale bench-profile bench-commit bench-validate bench-offsetsync bench-tls bench-memory bench-active-active bench-replication bench-rolling test-images images-tools kafka-jars spark-connector merge-jar kustomize promtool clean
+.PHONY: install demo test test-slow test-nodes test-nodes-core test-old-source chaos unit lint shape toxiproxy bench-envelope bench-replicator bench-pipeline bench-latency bench-scale bench-sizes bench-low-rate bench-catch-up bench-profile bench-commit bench-validate bench-offsetsync bench-tls bench-memory bench-active-active bench-replication bench-rolling test-images images-tools kafka-jars spark-connector merge-jar kustomize promtool clean
 
 install: $(VENV)/.installed kafka-jars spark-connector merge-jar kustomize promtool
 
@@ -176,6 +176,23 @@ bench-latency: install
 # 10 minutes; docs/performance.md).
 bench-scale: install
 	$(BIN)/python -m bench.scale_partitions --tiers 12x1,240x20,1200x100
+
+# Issue 34's record-size axis: 1 GB of values of 100 B (2 M records), 1 KiB, 100 KiB and 1 MiB
+# in 12 partitions, copied by the same three: records/s, MB/s, CPU per record (docs/performance.md).
+bench-sizes: install
+	$(BIN)/python -m bench.scale_sizes
+
+# Issue 34's low-rate axis: 10 records/s over 1,200 partitions in 100 topics, copied by one flow,
+# one flow with a 1 s commit floor, ten flows and MirrorMaker 2 exactly-once: transactions and
+# markers per second, CPU, latency (docs/performance.md).
+bench-low-rate: install
+	$(BIN)/python -m bench.low_rate
+
+# Issue 34's catch-up axis: a backlog of 10 M records of 1 KiB drained by the pipeline and by
+# MirrorMaker 2 exactly-once under 200 live records/s, then the latency once caught up
+# (docs/performance.md).
+bench-catch-up: install
+	$(BIN)/python -m bench.catch_up
 
 # Each stage alone under py-spy: where its main thread's time goes, flame graphs in ./profiles
 # (about a minute).

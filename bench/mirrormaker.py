@@ -30,6 +30,8 @@ from localkafka.node import java_executable
 
 POM = Path(__file__).resolve().parents[1] / "deps" / "mirrormaker-pom.xml"
 MAIN_CLASS = "org.apache.kafka.connect.mirror.MirrorMaker"
+# What Connect logs when a task fails for good (WorkerTask): it is not restarted by itself.
+_TASK_KILLED = "Task is being killed and will not recover"
 TARGET_ALIAS = "target"
 _MAVEN_TIMEOUT_S = 900
 _HEAP = "1g"
@@ -139,8 +141,10 @@ class MirrorMaker2:
         consume_batch: int,
         fetch_partition_bytes: int,
         pattern: str | None = None,
+        heap: str = _HEAP,
     ) -> None:
         self.libs = libs
+        self.heap = heap
         self.workdir = workdir / source_alias
         self.source_alias = source_alias
         self.exactly_once = exactly_once
@@ -161,6 +165,7 @@ class MirrorMaker2:
         self.log_path = self.workdir / "mirrormaker.log"
         self._process: subprocess.Popen[bytes] | None = None
         self.launched = 0.0  # time.monotonic() of the latest start
+        self._scanned = 0  # bytes of the log looked through by dead_task
 
     def start(self) -> MirrorMaker2:
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -170,7 +175,7 @@ class MirrorMaker2:
         log4j.write_text(_LOG4J2.format(log=self.log_path))
         command = [
             java_executable(),
-            f"-Xmx{_HEAP}",
+            f"-Xmx{self.heap}",
             "-XX:+UseG1GC",
             "-XX:+ExitOnOutOfMemoryError",
             "-Djava.awt.headless=true",
@@ -226,8 +231,29 @@ class MirrorMaker2:
         except FileNotFoundError:
             return ""
 
+    def dead_task(self) -> str | None:
+        """The log line of a task Connect killed and will not restart (its partitions are not
+        copied any more), if one was logged since the last look."""
+        try:
+            with open(self.log_path, "rb") as log:
+                log.seek(self._scanned)
+                new = log.read()
+        except FileNotFoundError:
+            return None
+        # Only whole lines: a line half written is looked at again with its end.
+        whole = new[: new.rfind(b"\n") + 1]
+        self._scanned += len(whole)
+        for line in whole.decode(errors="replace").splitlines():
+            if _TASK_KILLED in line:
+                return line
+        return None
+
     def log_tail(self, lines: int = 30) -> str:
         return log_tail(self.log_path, lines)
+
+    def stdout_tail(self, lines: int = 5) -> str:
+        """The JVM's own last lines (an OutOfMemoryError is said there, not in the log)."""
+        return log_tail(self.workdir / "stdout.log", lines)
 
     def exactly_once_evidence(self) -> tuple[str, int]:
         """What the log says ran: the worker's exactly.once.source.support, and how many

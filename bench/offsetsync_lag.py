@@ -218,6 +218,13 @@ def _finish(args: argparse.Namespace, found: dict, broke: list[str], sync_log: s
     broke += broken_translations(found)
     found["broke"] = broke
     report(found)
+    # Why a cycle failed is in offset sync's own log only: its warnings, each kind once.
+    warnings: dict[str, str] = {}
+    for line in sync_log.splitlines():
+        if "level=warning" in line:
+            warnings.setdefault(line.partition(" msg=")[2][:80], line)
+    for line in list(warnings.values())[:8]:
+        say("offsetsync warned: " + line.partition(" msg=")[2][:400])
     if args.json is not None:
         args.json.write_text(json.dumps(found, indent=2) + "\n")
     if broke:

@@ -5,10 +5,11 @@ latency from production to visibility on the destination under read_committed.""
 from __future__ import annotations
 
 import multiprocessing
+import threading
 import time
 from collections.abc import Callable
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
 
 from bench.common import tie_to_parent
 from bench.flowmeter import EndOffsets
@@ -17,14 +18,15 @@ from bench.payloads import Payloads
 
 def _paced_produce(
     bootstrap: str,
-    topic: str,
+    topics: list[str],
     partitions: int,
     rate: float,
     size: int,
     stop,
     sent,
 ) -> None:
-    """Child process: `rate` records/s, each stamped with its production time (CreateTime)."""
+    """Child process: `rate` records/s round-robin over every partition of `topics` (each of
+    `partitions`), each stamped with its production time (CreateTime)."""
     tie_to_parent()
     # linger 1 ms: the record's CreateTime is within about a millisecond of its source append.
     producer = Producer(
@@ -37,11 +39,12 @@ def _paced_produce(
         due = int((time.monotonic() - started) * rate)
         while count < due:
             try:
+                place = count % (len(topics) * partitions)
                 producer.produce(
-                    topic,
+                    topics[place // partitions],
                     value=payloads.value(count),
                     key=b"p%d" % count,
-                    partition=count % partitions,
+                    partition=place % partitions,
                     timestamp=int(time.time() * 1000),
                 )
                 count += 1
@@ -57,16 +60,20 @@ def _paced_produce(
 
 
 class PacedProducer:
-    """A child process producing at a steady rate until stopped (its own GIL and core share)."""
+    """A child process producing at a steady rate until stopped (its own GIL and core share),
+    round-robin over every partition of one topic or of several of the same partition count."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int, rate: float, size: int):
+    def __init__(
+        self, bootstrap: str, topic: str | list[str], partitions: int, rate: float, size: int
+    ):
         context = multiprocessing.get_context("spawn")
         self._stop = context.Event()
         self._sent = context.Value("q", 0)
         self.rate = rate
+        topics = [topic] if isinstance(topic, str) else topic
         self._process = context.Process(
             target=_paced_produce,
-            args=(bootstrap, topic, partitions, rate, size, self._stop, self._sent),
+            args=(bootstrap, topics, partitions, rate, size, self._stop, self._sent),
             daemon=True,
         )
 
@@ -81,6 +88,11 @@ class PacedProducer:
                 raise TimeoutError("the paced producer did not start producing within 60 s")
             time.sleep(0.05)
         return self
+
+    @property
+    def sent(self) -> int:
+        """Records produced so far."""
+        return int(self._sent.value)
 
     def check_alive(self) -> None:
         if not self._process.is_alive() and not self._stop.is_set():
@@ -161,3 +173,65 @@ def collect_latencies(
     finally:
         reader.close()
     return latencies
+
+
+class LiveLatencies:
+    """A read_committed reader of every destination partition from its end, in a thread:
+    when each record became visible, against its CreateTime."""
+
+    def __init__(self, target: str, destinations: list[tuple[str, int]]) -> None:
+        self._consumer = Consumer(
+            {
+                "bootstrap.servers": target,
+                "group.id": "bench-low-rate",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+                # The broker answers a waiting fetch as soon as the last stable offset moves,
+                # so a long wait costs no latency here; a short one had the bench's own
+                # fetches of every partition, 100 a second, in the brokers' CPU.
+                "fetch.wait.max.ms": 500,
+            }
+        )
+        self._consumer.assign(
+            [TopicPartition(t, p, OFFSET_END) for t, n in destinations for p in range(n)]
+        )
+        self._seen: list[tuple[int, float, float]] = []  # CreateTime ms, latency ms, seen at s
+        self._topics: set[str] = set()  # those a record was seen in
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        while not self._stop.is_set():
+            messages = self._consumer.consume(500, 0.05)
+            seen_s = time.time()
+            for message in messages:
+                if message.error() is None:
+                    stamp = message.timestamp()[1]
+                    self._seen.append((stamp, seen_s * 1000 - stamp, seen_s))
+                    self._topics.add(str(message.topic()))
+
+    def await_each(
+        self, flows: list[list[str]], check_alive: Callable[[], None], timeout_s: float
+    ) -> float:
+        """Wait until a record is visible in some topic of each flow (each candidate copies);
+        the seconds it took."""
+        started = time.monotonic()
+        while not all(self._topics.intersection(topics) for topics in flows):
+            check_alive()
+            if time.monotonic() - started > timeout_s:
+                raise TimeoutError(f"not every flow copied within {timeout_s} s")
+            time.sleep(0.1)
+        return time.monotonic() - started
+
+    def visible_between(self, begin_s: float, end_s: float) -> int:
+        """How many records became visible between ``begin_s`` and ``end_s`` (time.time())."""
+        return sum(1 for _stamp, _latency, seen_s in self._seen if begin_s <= seen_s < end_s)
+
+    def stop(self, begin_s: float, end_s: float) -> list[float]:
+        """The latencies (ms) of the records produced between ``begin_s`` and ``end_s``."""
+        self._stop.set()
+        self._thread.join(30)
+        self._consumer.close()
+        begin_ms, end_ms = begin_s * 1000, end_s * 1000
+        return [latency for stamp, latency, _seen in self._seen if begin_ms <= stamp < end_ms]

@@ -30,6 +30,9 @@ class Candidates:
         self.pipeline_env: dict[str, str] = {}
         self.staging_compressions = ["lz4"]
         self.workers = [1]  # REPLICATION_WORKERS of the pipeline's candidates beyond the first
+        # Extra producer settings of MirrorMaker 2 and its heap (bench/scale_sizes.py).
+        self.mm2_producer: dict[str, str] = {}
+        self.mm2_heap = "1g"
 
     @contextmanager
     def _roles(
@@ -105,4 +108,15 @@ def check_roles(*roles: RoleProcess) -> None:
 
 def check_mm2(mm2: MirrorMaker2) -> None:
     if not mm2.is_running():
-        raise RuntimeError(f"MirrorMaker 2 exited\n{mm2.log_tail()}")
+        # Its own end (an OutOfMemoryError, its heap too small for what it was given): this
+        # copy has no result, the next one is made all the same.
+        raise CandidateFailedError(f"MirrorMaker 2 exited\n{mm2.log_tail()}\n{mm2.stdout_tail()}")
+    killed = mm2.dead_task()
+    if killed is not None:
+        # Its partitions would never be copied: a copy that waited for them would time out.
+        raise CandidateFailedError(f"a MirrorMaker 2 task died: {killed}")
+
+
+class CandidateFailedError(RuntimeError):
+    """A candidate stopped copying for a reason of its own (not the bench's): the copy has no
+    result, and the bench goes on with the next."""

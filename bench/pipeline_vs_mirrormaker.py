@@ -71,6 +71,7 @@ class Bench(PacedBench):
     ) -> MirrorMaker2:
         producer = {k: str(v).lower() for k, v in producer_settings().items()}
         producer["batch.size"] = str(JAVA_BATCH_SIZE)
+        producer.update(self.mm2_producer)
         mm2 = MirrorMaker2(
             self.libs,
             self.base / "mirrormaker",
@@ -84,6 +85,7 @@ class Bench(PacedBench):
             consume_batch=CONSUME_BATCH,
             fetch_partition_bytes=SOURCE_FETCH_PARTITION_BYTES,
             pattern=pattern,
+            heap=self.mm2_heap,
         )
         return mm2
 

@@ -61,11 +61,13 @@ def create_topic(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> No
     create_topics(bootstrap, {topic: partitions})
 
 
-def create_topics(bootstrap: str, topics: dict[str, int]) -> None:
+def create_topics(bootstrap: str, topics: dict[str, int], record_limit: int = 0) -> None:
     """Each topic (name -> partitions) at the broker's default replication factor, in one
-    request, then a second for their leaders to be known."""
+    request, then a second for their leaders to be known; ``record_limit`` (bytes, 0: the
+    broker's default) is each topic's max.message.bytes."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(t, n, -1) for t, n in topics.items()])
+    config = {"max.message.bytes": str(record_limit)} if record_limit else {}
+    futures = admin.create_topics([NewTopic(t, n, -1, config=config) for t, n in topics.items()])
     for future in futures.values():
         future.result(30 + len(topics) / 10)
     time.sleep(1)
@@ -75,10 +77,19 @@ def fill(bootstrap: str, topic: str, size: int, count: int) -> None:
     fill_spread(bootstrap, [(topic, p) for p in range(PARTITIONS)], size, count)
 
 
-def fill_spread(bootstrap: str, partitions: list[tuple[str, int]], size: int, count: int) -> None:
-    """``count`` records of ``size`` bytes round-robin over ``partitions`` (topic, partition)."""
+def fill_spread(
+    bootstrap: str, partitions: list[tuple[str, int]], size: int, count: int, record_limit: int = 0
+) -> None:
+    """``count`` records of ``size`` bytes round-robin over ``partitions`` (topic, partition);
+    ``record_limit``: as create_topics'."""
     producer = Producer(
-        {"bootstrap.servers": bootstrap, "linger.ms": 20, "compression.type": "lz4", "acks": "1"}
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 20,
+            "compression.type": "lz4",
+            "acks": "1",
+            **_message_max_bytes(record_limit),
+        }
     )
     payloads = Payloads(size)  # a different value for every record (bench/payloads.py)
     for i in range(count):
@@ -92,6 +103,10 @@ def fill_spread(bootstrap: str, partitions: list[tuple[str, int]], size: int, co
             headers=HEADERS,
         )
     producer.flush(120)
+
+
+def _message_max_bytes(record_limit: int) -> dict[str, int]:
+    return {"message.max.bytes": record_limit} if record_limit else {}
 
 
 def producer_settings() -> dict:
@@ -116,11 +131,16 @@ def plain_loop(
 
 
 def plain_copy(
-    source: str, target: str, topics: dict[str, int], count: int, renamed: dict[str, str]
+    source: str,
+    target: str,
+    topics: dict[str, int],
+    count: int,
+    renamed: dict[str, str],
+    record_limit: int = 0,
 ) -> tuple[float, float]:
     """plain_loop over several source topics (name -> partitions), each into the topic
-    ``renamed`` gives it on the target. (seconds, cpu)."""
-    create_topics(target, {renamed[t]: n for t, n in topics.items()})
+    ``renamed`` gives it on the target; ``record_limit``: as create_topics'. (seconds, cpu)."""
+    create_topics(target, {renamed[t]: n for t, n in topics.items()}, record_limit)
     consumer = Consumer(
         {
             "bootstrap.servers": source,
@@ -134,7 +154,9 @@ def plain_copy(
     )
     # No delivery callback per record: the cheapest loop there is (a callback per record costs
     # 40-55 % more, docs/design.md §10); delivery is checked once at the end instead.
-    producer = Producer({"bootstrap.servers": target, **producer_settings()})
+    producer = Producer(
+        {"bootstrap.servers": target, **producer_settings(), **_message_max_bytes(record_limit)}
+    )
     consumer.assign([TopicPartition(t, p, 0) for t, n in topics.items() for p in range(n)])
     started, cpu_started = time.monotonic(), time.process_time()
     consumed = 0

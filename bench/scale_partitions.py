@@ -29,6 +29,7 @@ import argparse
 import signal
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,7 +41,7 @@ from bench.clusters import bench_clusters
 from bench.common import ChildRun, interrupt
 from bench.flowmeter import EndOffsets, RunTiming, SourceTail, source_tails
 from bench.mirrormaker import ensure_mirrormaker
-from bench.pipeline_candidates import add_pipeline_env, check_mm2, check_roles
+from bench.pipeline_candidates import CandidateFailedError, add_pipeline_env, check_mm2, check_roles
 from bench.pipeline_vs_mirrormaker import Bench
 from bench.replicator_throughput import HEADERS, PARTITIONS, create_topics, fill_spread, plain_copy
 from localkafka import free_port, peak_rss_mib
@@ -93,17 +94,30 @@ class Copy:
 class ScaleBench(Bench):
     """The tier's copies by every candidate; MirrorMaker 2 set up as pipeline_vs_mirrormaker's."""
 
+    # max.message.bytes of the source topics and the plain loop's destinations (0: the
+    # broker's default); the pipeline mirrors the source's, MirrorMaker 2 syncs it.
+    record_limit = 0
+    # Called with the destinations (name -> partitions) once a copy is complete, while the
+    # pipeline or MirrorMaker 2 still runs (bench/catch_up.py: the latency once caught up).
+    after_copy: Callable[[dict[str, int]], None] | None = None
+
     def copy(self, candidate: str, tier: Tier, tails: dict[str, SourceTail], tag: str) -> Copy:
         run = {
             "plain loop": self._by_plain_loop,
             "pipeline": self._by_pipeline,
             "MM2 exactly-once": self._by_mm2,
         }
-        copy, destinations = run[candidate](tier, tails, tag)
-        written = EndOffsets(self.target, destinations, committed=False).total()
-        copy.markers = written - copy.records
-        _delete_topics_with(self.target, tag)
+        try:
+            copy, destinations = run[candidate](tier, tails, tag)
+            written = EndOffsets(self.target, destinations, committed=False).total()
+            copy.markers = written - copy.records
+        finally:
+            delete_topics_with(self.target, tag)
         return copy
+
+    def _after_copy(self, destinations: dict[str, int]) -> None:
+        if self.after_copy is not None:
+            self.after_copy(destinations)
 
     def _by_plain_loop(
         self, tier: Tier, tails: dict[str, SourceTail], tag: str
@@ -112,7 +126,9 @@ class ScaleBench(Bench):
         renamed = {t: f"plain-{tag}.{t}" for t in topics}
         count = sum(tail.total for tail in tails.values())
         launched = time.monotonic()
-        child = ChildRun(plain_copy, self.source, self.target, topics, count, renamed)
+        child = ChildRun(
+            plain_copy, self.source, self.target, topics, count, renamed, self.record_limit
+        )
         try:
             timing = self._await_all({renamed[t]: tails[t] for t in topics}, [], launched,
                                      lambda: [child.pid], child.check_alive)  # fmt: skip
@@ -144,6 +160,7 @@ class ScaleBench(Bench):
                 lambda: [replicator.pid, deduplicator.pid],
                 lambda: check_roles(replicator, deduplicator),
             )
+            self._after_copy({renamed[t]: n for t, n in topics.items()})
             metrics = scrape(port)
             transactions = (
                 sample(metrics, "exactly_deduplicator_transactions_total", outcome="committed")
@@ -173,13 +190,14 @@ class ScaleBench(Bench):
             support, producers = mm2.exactly_once_evidence()
             if support != "enabled" or producers < 1:
                 timing.notes.append("EXACTLY-ONCE NOT CONFIRMED BY THE LOG")
+            self._after_copy({f"{alias}.{t}": n for t, n in topics.items()})
             rss = [peak_rss_mib(mm2.pid)] if mm2.pid else []
             mm2.stop()
         copy = Copy("MM2 exactly-once", count, timing, rss_mib=rss)
         return copy, [(f"{alias}.{t}", n) for t, n in topics.items()]
 
 
-def _delete_topics_with(bootstrap: str, tag: str) -> None:
+def delete_topics_with(bootstrap: str, tag: str) -> None:
     """Delete every topic of one copy (its destinations, staging, changelog, MirrorMaker's own):
     the next copy meets a broker holding what it held before this one."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -189,11 +207,12 @@ def _delete_topics_with(bootstrap: str, tag: str) -> None:
             future.result(90)
 
 
-def _fill(bench: ScaleBench, tier: Tier, size: int, count: int) -> dict[str, SourceTail]:
+def fill_tier(bench: ScaleBench, tier: Tier, size: int, count: int) -> dict[str, SourceTail]:
     topics = tier.source_topics()
     started = time.monotonic()
-    create_topics(bench.source, topics)
-    fill_spread(bench.source, [(t, p) for t, n in topics.items() for p in range(n)], size, count)
+    create_topics(bench.source, topics, bench.record_limit)
+    every = [(t, p) for t, n in topics.items() for p in range(n)]
+    fill_spread(bench.source, every, size, count, bench.record_limit)
     print(
         f"\n== {tier.name}: {tier.partitions} partitions in {tier.topics} topics, {count:,} "
         f"records of {size} B filled in {time.monotonic() - started:.0f} s",
@@ -209,18 +228,25 @@ def run_tier(
     count: int,
     rounds: int,
     candidates: tuple[str, ...] = CANDIDATES,
-) -> list[Copy]:
-    """Every candidate's copies of one tier, in rotating order; the median copy of each."""
-    tails = _fill(bench, tier, size, count)
+) -> list[Copy | None]:
+    """Every candidate's copies of one tier, in rotating order; the median copy of each (None:
+    every copy of that candidate failed, CandidateFailedError)."""
+    tails = fill_tier(bench, tier, size, count)
     copies: dict[str, list[Copy]] = {name: [] for name in candidates}
     for n in range(rounds):
         order = candidates[n % len(candidates) :] + candidates[: n % len(candidates)]
         for name in order:
-            copy = bench.copy(name, tier, tails, f"p{tier.partitions}r{n}{name[:3].strip()}")
+            tag = f"{tier.prefix}{tier.partitions}r{n}{name[:3].strip()}"
+            try:
+                copy = bench.copy(name, tier, tails, tag)
+            except CandidateFailedError as failed:
+                print(f"   {name:<17} FAILED: {failed}", flush=True)
+                continue
             copies[name].append(copy)
             _print_copy(copy, size)
     return [
-        sorted(runs, key=lambda c: c.timing.seconds)[(rounds - 1) // 2] for runs in copies.values()
+        sorted(runs, key=lambda c: c.timing.seconds)[(len(runs) - 1) // 2] if runs else None
+        for runs in copies.values()
     ]
 
 
@@ -239,19 +265,19 @@ def _print_copy(copy: Copy, size: int) -> None:
     print(line + "".join(f"; {note}" for note in t.notes), flush=True)
 
 
-def _report(results: dict[str, list[Copy]]) -> None:
+def _report(results: dict[str, list[Copy | None]]) -> None:
     """The ratios the issue's targets are stated in, within this run."""
-    if any(len(copies) != len(CANDIDATES) for copies in results.values()):
-        return  # some candidates left out: no ratios between them
+    if any(len(copies) != len(CANDIDATES) or None in copies for copies in results.values()):
+        return  # some candidates left out or failed: no ratios between them
     first = next(iter(results.values()))
-    ours12 = next(c for c in first if c.candidate == "pipeline")
-    mm2_12 = next(c for c in first if c.candidate == "MM2 exactly-once")
+    ours12 = next(c for c in first if c and c.candidate == "pipeline")
+    mm2_12 = next(c for c in first if c and c.candidate == "MM2 exactly-once")
     print(
         "\ntier        ours/MM2-EOS  ours/ours@first  MM2/MM2@first  "
         "cpu/rec ours/MM2 (roles+brokers)"
     )
     for name, copies in results.items():
-        plain, ours, mm2 = copies
+        plain, ours, mm2 = (copy for copy in copies if copy is not None)
         cpu = (ours.timing.cpu_role + ours.timing.cpu_brokers) / (
             mm2.timing.cpu_role + mm2.timing.cpu_brokers
         )
@@ -259,6 +285,19 @@ def _report(results: dict[str, list[Copy]]) -> None:
             f"{name:<11} {ours.rate / mm2.rate:>11.2f}x {ours.rate / ours12.rate:>15.2f}x "
             f"{mm2.rate / mm2_12.rate:>13.2f}x {cpu:>10.2f}x   (plain loop {plain.rate:,.0f} rec/s)"
         )
+
+
+def warm_up(bench: ScaleBench, candidates: tuple[str, ...], records: int) -> None:
+    """An untimed copy by every candidate: the target's transaction and offsets topics exist
+    and both brokers' JIT compilers have seen every request kind before the first timed copy."""
+    if records:
+        warm = Tier(12, 1, prefix="warm")
+        tails = fill_tier(bench, warm, 100, records)
+        for name in candidates:
+            try:
+                bench.copy(name, warm, tails, f"warm{name[:3].strip()}")
+            except CandidateFailedError as failed:
+                print(f"   warm-up of {name} FAILED: {failed}", flush=True)
 
 
 def _tiers(spec: str) -> list[Tier]:
@@ -299,13 +338,7 @@ def main() -> None:
     with bench_clusters("bench-scale-") as (base, clusters):
         bench = ScaleBench(clusters, base, libs, verify=False)
         bench.pipeline_env = dict(item.split("=", 1) for item in args.pipeline_env)
-        if args.warm_up:
-            # Untimed: the target's transaction and offsets topics exist and both brokers'
-            # JIT compilers have seen every request kind before the first timed copy.
-            warm = Tier(12, 1, prefix="warm")
-            tails = _fill(bench, warm, 100, args.warm_up)
-            for name in candidates:
-                bench.copy(name, warm, tails, f"warm{name[:3].strip()}")
+        warm_up(bench, candidates, args.warm_up)
         results = {
             tier.name: run_tier(bench, tier, args.size, args.records, args.rounds, candidates)
             for tier in tiers
