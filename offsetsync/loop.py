@@ -287,8 +287,8 @@ class OffsetSync:
         groups = self._clients.target_groups
         current = groups.committed(g for g in idle if g in listed)
         # Not listed is not "no offsets": a group whose coordinator loads or moves is left out
-        # of a listing without an error. Asked through consumers of the groups (the admin
-        # client must not be: ClusterGroups.committed).
+        # of a listing without an error. Asked apart (ClusterGroups.committed_unlisted), so that
+        # a group without an answer is read another way rather than left unknown.
         current.update(
             groups.committed_unlisted({g: moves[g].keys() for g in idle if g not in listed})
         )
