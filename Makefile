@@ -96,7 +96,7 @@ test-slow: install toxiproxy
 # Issue 31: both stages between two clusters of three replicating nodes (replication factor 3,
 # min.insync.replicas 2): a node SIGKILLed for what it leads or coordinates, rolling restarts
 # (SIGTERM and SIGKILL), two target nodes down at once; the stalls measured are printed at the
-# end (31 to 36 minutes here).
+# end (12 to 25 minutes here, with the machine's load: 24 min 42 s in CI's run at ca6c669).
 test-nodes: install toxiproxy
 	$(BIN)/pytest -m nodes tests/nodes --durations=10 $(PYTEST_ARGS)
 
@@ -136,11 +136,15 @@ images-tools:
 # cluster on an older Apache Kafka, the target on ours (about 7 minutes here). Before 3.5 the
 # source runs on ZooKeeper (OLD_SOURCE_KAFKA=2.8.2: the last 2.x; 2.7 is the oldest it can make).
 # Not the slow audits: they prove Spark's ways of running (a standalone cluster, spark-submit),
-# the same whichever Kafka the source runs; the audit of an older source runs all the same.
+# the same whichever Kafka the source runs; the audit of an older source runs all the same. Nor
+# stage 2's own faults (a target broker's crash, bad staging records, the commit floor): they
+# happen on the target, whichever Kafka the source runs.
 OLD_SOURCE_KAFKA ?= 3.9.1
+TARGET_ONLY := target_broker_crash or garbage_staging_record or changelog_partitioned_unlike \
+	or on_bad_envelope_stop or commit_floor_bounds
 test-old-source: install
 	KAFKA_EXACTLY_TEST_SOURCE_KAFKA_VERSION=$(OLD_SOURCE_KAFKA) $(BIN)/pytest --durations=10 \
-		-m "not chaos and not nodes and not slow" \
+		-m "not chaos and not nodes and not slow" -k "not ($(TARGET_ONLY))" \
 		tests/offsetsync tests/replication/test_deduplicator.py tests/replication/test_fenced.py \
 		tests/validator/test_validate.py \
 		$(PYTEST_ARGS)

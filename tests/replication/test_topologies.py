@@ -10,6 +10,7 @@ import uuid
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
@@ -93,6 +94,9 @@ def _await_both_ways(clusters, topic: str, timeout_s: float = 120.0):
         time.sleep(0.5)
 
 
+# A minute or more of four stages on two cores: in make test-slow, to keep the default suite
+# inside its 20 minutes.
+@pytest.mark.slow
 def test_active_active_under_load_with_each_role_killed_is_exactly_once_both_ways_and_never_loops(
     source_cluster, target_cluster, unique_topic, unique_group, roles, tmp_path
 ):
@@ -231,6 +235,8 @@ def _committed_with_metadata(bootstrap: str, group: str, topic: str) -> dict[int
     return {tp.partition: (tp.offset, tp.metadata or "") for tp in found}
 
 
+# Four stages as well: in make test-slow too.
+@pytest.mark.slow
 def test_one_source_fanned_out_to_two_targets_keeps_each_flow_apart_through_a_kill(
     source_cluster, target_cluster, unique_topic, roles, tmp_path
 ):
