@@ -151,6 +151,9 @@ def test_the_active_active_demo_refuses_secure_with_one_line(tmp_path):
     assert "--secure runs the one-way demo only" in result.stderr
 
 
+# The demo's clusters and stages started a second time: in make test-slow, to keep the
+# default suite inside its 20 minutes (the demo's own run stays in it).
+@pytest.mark.slow
 @pytest.mark.kafka
 def test_ctrl_c_in_the_middle_stops_everything_and_exits_130(tmp_path):
     log = tmp_path / "demo.out"

@@ -62,6 +62,9 @@ def _pyproject() -> dict:
     return tomllib.loads((REPOSITORY_ROOT / "pyproject.toml").read_text())
 
 
+# Half a minute of pip installs into a fresh environment: in make test-slow, to keep the
+# default suite inside its 20 minutes.
+@pytest.mark.slow
 def test_the_roles_image_install_runs_every_role_command_without_spark(tmp_path):
     paths = _image_paths(tmp_path)
     LocalBuild(paths, scratch=tmp_path / "scratch").build("build")

@@ -199,6 +199,9 @@ def test_bad_input_is_one_line_and_exit_status_2(source_cluster, target_cluster,
     assert result.report is None  # no verdict, so no report that could be mistaken for one
 
 
+# A Spark session on the image's jars alone: in make test-slow, to keep the default suite
+# inside its 20 minutes.
+@pytest.mark.slow
 def test_the_validator_images_connector_jars_audit_with_nothing_resolved(
     source_cluster, target_cluster, source_topic, tmp_path
 ):
