@@ -13,8 +13,9 @@ from tests.nodes.flow import STALLS, make_flow, run_through
 
 # A handover needs no session to time out: the clients learn the new leader from the old one's
 # NOT_LEADER answer and a metadata refresh, which may cost the transaction in flight one retry
-# and the next one its wait for the first's markers.
-HANDOVER_EXTRA_S = 3.0
+# and the next one its wait for the first's markers: about one more transaction cycle (the
+# longest gap with the move in it was 2.4-4.6 s here, 1.2-3.6 s before it).
+HANDOVER_EXTRA_S = 4.0
 # The flow's ordinary cadence, measured just before the handover: on three nodes every
 # replicated write answers in 0.2-0.75 s here (six JVMs on two cores), so stage 2's transaction
 # cycle alone leaves gaps of 1.5-2.5 s, and one handover run measured 5.06 s in all. A bound
@@ -41,10 +42,11 @@ def test_leaders_move_during_the_copy(three_nodes, roles, unique_topic, tmp_path
         marks.append(time.monotonic())
 
     label = f"every {side} leader of the flow moved"
-    _, watch = run_through(flow, roles, move, label=label, settle_s=SETTLE_S)
+    stall, watch = run_through(flow, roles, move, label=label, settle_s=SETTLE_S)
     assert len(moved) > len(topics), moved
-    steady_at, moving_at, moved_at = marks
+    steady_at, moving_at, _ = marks
     ordinary = watch.stall(steady_at, moving_at, 0).whole_s
-    handover = watch.stall(moving_at, moved_at + SETTLE_S, 0).whole_s
-    STALLS.append(f"  the handover's longest gap {handover:.1f} s, {ordinary:.1f} s just before it")
-    assert handover <= ordinary + HANDOVER_EXTRA_S, (handover, ordinary)
+    STALLS.append(f"  its longest gap before the move {ordinary:.1f} s")
+    # The whole window, the steady part with it: a gap that began just before the move (the
+    # reassignment tool's JVM starting) counts whole, not cut in two at the move's start.
+    assert stall.whole_s <= ordinary + HANDOVER_EXTRA_S, (stall, ordinary)
