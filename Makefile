@@ -97,7 +97,7 @@ test-slow: install toxiproxy
 # Issue 31: both stages between two clusters of three replicating nodes (replication factor 3,
 # min.insync.replicas 2): a node SIGKILLed for what it leads or coordinates, rolling restarts
 # (SIGTERM and SIGKILL), two target nodes down at once; the stalls measured are printed at the
-# end (12 to 25 minutes here, with the machine's load: 24 min 42 s in CI's run at ca6c669).
+# end (12 to 30 minutes here, with the machine's load: 29 min 36 s at 4bdc570).
 test-nodes: install toxiproxy
 	$(BIN)/pytest -m nodes tests/nodes --durations=10 $(PYTEST_ARGS)
 

@@ -14,11 +14,11 @@ from tests.nodes.flow import STALLS, make_flow, run_through
 # A handover needs no session to time out: the clients learn the new leader from the old one's
 # NOT_LEADER answer and a metadata refresh, which may cost the transaction in flight one retry
 # and the next one its wait for the first's markers: about one more transaction cycle (the
-# longest gap with the move in it was 2.4-4.6 s here, 1.2-3.6 s before it).
+# longest gap with the move in it was 2.2-4.6 s here, 1.2-3.6 s before it).
 HANDOVER_EXTRA_S = 4.0
 # The flow's ordinary cadence, measured just before the handover: on three nodes every
 # replicated write answers in 0.2-0.75 s here (six JVMs on two cores), so stage 2's transaction
-# cycle alone leaves gaps of 1.5-2.5 s, and one handover run measured 5.06 s in all. A bound
+# cycle alone leaves gaps of 1.2-3.6 s, and one handover run measured 5.06 s in all. A bound
 # without it measured the machine's load, not the handover.
 STEADY_S = 10.0
 SETTLE_S = 5.0
