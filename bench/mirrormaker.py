@@ -123,6 +123,18 @@ def mm2_properties(
     return properties
 
 
+def _exception(after: list[str]) -> list[str]:
+    """The exception a log line carries, from the lines after it up to the next log line: its
+    message and each cause, not the stack frames."""
+    messages = []
+    for line in after:
+        if line.startswith("["):  # the next log line: its event began there
+            break
+        if not line.lstrip().startswith(("at ", "...")):
+            messages.append(line)
+    return messages
+
+
 class MirrorMaker2:
     """One dedicated MirrorMaker 2 JVM for one flow; killed on exit, whatever happened."""
 
@@ -233,7 +245,8 @@ class MirrorMaker2:
 
     def dead_task(self) -> str | None:
         """The log line of a task Connect killed and will not restart (its partitions are not
-        copied any more), if one was logged since the last look."""
+        copied any more), with the lines after it (the exception that killed it, which Connect
+        logs below that line), if one was logged since the last look."""
         try:
             with open(self.log_path, "rb") as log:
                 log.seek(self._scanned)
@@ -243,9 +256,10 @@ class MirrorMaker2:
         # Only whole lines: a line half written is looked at again with its end.
         whole = new[: new.rfind(b"\n") + 1]
         self._scanned += len(whole)
-        for line in whole.decode(errors="replace").splitlines():
+        lines = whole.decode(errors="replace").splitlines()
+        for n, line in enumerate(lines):
             if _TASK_KILLED in line:
-                return line
+                return "\n".join([line, *_exception(lines[n + 1 :])])
         return None
 
     def log_tail(self, lines: int = 30) -> str:
