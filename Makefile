@@ -7,7 +7,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: install demo test test-slow test-nodes test-nodes-core test-old-source chaos unit lint shape toxiproxy bench-envelope bench-replicator bench-pipeline bench-latency bench-scale bench-sizes bench-low-rate bench-catch-up bench-profile bench-commit bench-validate bench-offsetsync bench-tls bench-memory bench-active-active bench-replication bench-rolling test-images images-tools kafka-jars spark-connector merge-jar kustomize promtool clean
+.PHONY: install demo test test-slow test-nodes test-nodes-core test-old-source chaos unit lint shape toxiproxy bench-envelope bench-replicator bench-pipeline bench-latency bench-scale bench-sizes bench-low-rate bench-catch-up bench-profile bench-commit bench-validate bench-offsetsync bench-tls bench-memory bench-active-active bench-replication bench-rolling bench-split test-images images-tools kafka-jars spark-connector merge-jar kustomize promtool clean
 
 install: $(VENV)/.installed kafka-jars spark-connector merge-jar kustomize promtool
 
@@ -254,3 +254,11 @@ bench-replication: install
 HOW ?= SIGTERM
 bench-rolling: install
 	$(BIN)/python -m bench.rolling_restart --how $(HOW)
+
+# Issue 31's design question: one transactional producer for every partition (stage 2 today),
+# one per partition (the proposal), and no transactions at all, each writing 5,000 records/s
+# into a three-node cluster while a node is SIGKILLed (FAULTS=stop:group,stop:coordinator for
+# controlled shutdowns): the destination's stalls per writer (about 10 minutes).
+FAULTS ?= kill:leader,kill:coordinator
+bench-split: install
+	$(BIN)/python -m bench.transaction_split --faults $(FAULTS)

@@ -32,7 +32,7 @@ from bench.clusters import bench_clusters
 from bench.common import interrupt, percentile
 from bench.mirrormaker import MirrorMaker2, ensure_mirrormaker
 from bench.pacing import PacedProducer, collect_latencies, probe_until_visible
-from bench.pipeline_candidates import check_mm2, check_roles
+from bench.pipeline_candidates import CandidateFailedError, check_mm2, check_roles
 from bench.replicator_throughput import PARTITIONS, create_topic
 from localkafka import RoleProcess
 
@@ -87,6 +87,11 @@ def _mirrormaker(base: Path, source: str, target: str) -> Iterator[tuple[str, Ca
         yield mm2.destination_topic, lambda: check_mm2(mm2)
 
 
+# A round of one candidate: its rate, round number, name, and p50/p99/max in ms or why it has
+# none (CandidateFailedError's message).
+Row = tuple[float, int, str, tuple[float, float, float] | str]
+
+
 def measure(candidate: str, rate: float, env: dict[str, str]) -> list[float]:
     """One round of one candidate on fresh clusters: the measured records' latencies, in ms."""
     with bench_clusters("bench-latency-") as (base, clusters):
@@ -137,20 +142,29 @@ def main() -> None:
     signal.signal(signal.SIGTERM, interrupt)
     env = dict(item.split("=", 1) for item in args.pipeline_env)
     started = time.monotonic()
-    rows: list[tuple[float, int, str, tuple[float, float, float]]] = []
+    rows: list[Row] = []
     for rate in (float(r) for r in args.rates.split(",")):
         for n in range(args.rounds):
             # Each round starts with the other candidate: neither always meets a colder machine.
             for candidate in CANDIDATES[n % 2 :] + CANDIDATES[: n % 2]:
                 print(f"== {candidate} at {rate:,.0f} records/s, round {n + 1}", flush=True)
-                figures = summary(measure(candidate, rate, env))
-                print("   p50 {:.0f} ms, p99 {:.0f} ms, max {:.0f} ms".format(*figures))
+                try:
+                    figures: tuple[float, float, float] | str = summary(
+                        measure(candidate, rate, env)
+                    )
+                except CandidateFailedError as exc:
+                    # Its own failure is the round's result for it: said, and the bench goes on
+                    # (a MirrorMaker 2 task that died once took the whole bench down with it).
+                    figures = str(exc).splitlines()[0]
+                    print(f"   no result: {exc}", flush=True)
+                else:
+                    print("   p50 {:.0f} ms, p99 {:.0f} ms, max {:.0f} ms".format(*figures))
                 rows.append((rate, n + 1, candidate, figures))
     report(rows, env)
     print(f"\nbench took {time.monotonic() - started:.0f} s")
 
 
-def report(rows: list[tuple[float, int, str, tuple[float, float, float]]], env: dict) -> None:
+def report(rows: list[Row], env: dict) -> None:
     print(
         f"\nlatency from outside: production (CreateTime) to visibility under read_committed, "
         f"100 B records, {MEASURED_S:.0f} s measured after {UNMEASURED_S:.0f} s, fresh clusters "
@@ -161,16 +175,24 @@ def report(rows: list[tuple[float, int, str, tuple[float, float, float]]], env: 
         f"{'records/s':>9} {'round':>5}  {'candidate':<17} "
         f"{'p50 ms':>7} {'p99 ms':>7} {'max ms':>7}"
     )
-    for rate, n, candidate, (p50, p99, peak) in rows:
+    for rate, n, candidate, figures in rows:
+        if isinstance(figures, str):
+            print(f"{rate:>9,.0f} {n:>5}  {candidate:<17} no result: {figures}")
+            continue
+        p50, p99, peak = figures
         print(f"{rate:>9,.0f} {n:>5}  {candidate:<17} {p50:>7.0f} {p99:>7.0f} {peak:>7.0f}")
     for rate in sorted({row[0] for row in rows}):
         ratios = []
         for n in sorted({row[1] for row in rows if row[0] == rate}):
-            p99_of = {c: f[1] for r, m, c, f in rows if r == rate and m == n}
-            ratios.append(p99_of["pipeline"] / p99_of["MM2 exactly-once"])
+            p99_of = {c: f for r, m, c, f in rows if r == rate and m == n}
+            ours, theirs = p99_of.get("pipeline"), p99_of.get("MM2 exactly-once")
+            if isinstance(ours, tuple) and isinstance(theirs, tuple):
+                ratios.append(f"{ours[1] / theirs[1]:.2f}x")
+            else:
+                ratios.append("none (a candidate gave no result)")
         print(
             f"at {rate:,.0f} records/s, p99 pipeline / MM2 exactly-once per round: "
-            + ", ".join(f"{ratio:.2f}x" for ratio in ratios)
+            + ", ".join(ratios)
         )
 
 
