@@ -184,8 +184,8 @@ def report(rows: list[Row], env: dict) -> None:
     for rate in sorted({row[0] for row in rows}):
         ratios = []
         for n in sorted({row[1] for row in rows if row[0] == rate}):
-            p99_of = {c: f for r, m, c, f in rows if r == rate and m == n}
-            ours, theirs = p99_of.get("pipeline"), p99_of.get("MM2 exactly-once")
+            figures_of = {c: f for r, m, c, f in rows if r == rate and m == n}
+            ours, theirs = figures_of.get("pipeline"), figures_of.get("MM2 exactly-once")
             if isinstance(ours, tuple) and isinstance(theirs, tuple):
                 ratios.append(f"{ours[1] / theirs[1]:.2f}x")
             else:
