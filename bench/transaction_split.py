@@ -62,6 +62,10 @@ CPU_S = 10.0
 DOWN_S = 20.0
 AFTER_S = 45.0  # observed after the kill
 WRITERS = ("one transaction", "per partition", "no transactions")
+# Only when asked for (--writers): one transaction whose group consumer is a member of its group
+# (subscribed to the staging topic and polled, as stage 2's is), so that its commits carry a
+# member's generation and the group rebalances when its coordinator moves.
+MEMBER = "one transaction as member"
 
 
 @dataclass
@@ -137,6 +141,7 @@ def _write(
     partitions: Sequence[int],
     transactional_id: str | None,
     group_id: str | None,
+    member: bool,
     rate: float,
     until: float,
     stats: WriterStats,
@@ -149,6 +154,11 @@ def _write(
         group = Consumer(
             {"bootstrap.servers": bootstrap, "group.id": group_id, "logger": QUIET_CLIENT_LOG}
         )
+        if member:
+            group.subscribe([f"{topic}.staging"])
+            joined_by = time.monotonic() + 60
+            while not group.assignment() and time.monotonic() < joined_by:
+                group.poll(0.1)
     interval = 1.0 / rate
     next_send = last_commit = time.monotonic()
     touched: dict[int, int] = {}
@@ -166,6 +176,8 @@ def _write(
             i += 1
             next_send += interval
         producer.poll(0)
+        if member and group is not None:
+            group.poll(0)  # its membership kept: staging itself stays empty
         if transactional_id and now - last_commit >= COMMIT_EVERY_S and touched:
             for partition, position in touched.items():
                 # Its state and, with no group, its staging offset: as a changelog record would.
@@ -185,13 +197,14 @@ def run_writer(bootstrap: str, topic: str, writer: str, rate: float, seconds: fl
     """One writer's whole run, in its own process; its stats summed over its threads."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     until = time.monotonic() + seconds
-    work: list[tuple[list[int], str | None, str | None, float]]
+    work: list[tuple[list[int], str | None, str | None, bool, float]]
+    every = list(range(PARTITIONS))
     if writer == "no transactions":
-        work = [(list(range(PARTITIONS)), None, None, rate)]
-    elif writer == "one transaction":
-        work = [(list(range(PARTITIONS)), f"{topic}-tx", f"{topic}-group", rate)]
+        work = [(every, None, None, False, rate)]
+    elif writer in ("one transaction", MEMBER):
+        work = [(every, f"{topic}-tx", f"{topic}-group", writer == MEMBER, rate)]
     else:
-        work = [([p], f"{topic}-tx-{p}", None, rate / PARTITIONS) for p in range(PARTITIONS)]
+        work = [([p], f"{topic}-tx-{p}", None, False, rate / PARTITIONS) for p in every]
     stats = [WriterStats() for _ in work]
     payloads = Payloads(SIZE)  # one pool: each thread's values start apart
     threads = [
@@ -282,7 +295,7 @@ def one_run(
         time.sleep(CPU_S)
         cpu_after = [process_cpu_seconds(child.pid)]
         cpu_after += [process_cpu_seconds(cluster.nodes[n].pid) for n in nodes]
-        first_id = f"{topic}-tx" if writer == "one transaction" else f"{topic}-tx-0"
+        first_id = f"{topic}-tx-0" if writer == "per partition" else f"{topic}-tx"
         coordinator = transaction_coordinator(bootstrap, first_id)
         leaders = {p: leader_of(bootstrap, topic, p) for p in range(PARTITIONS)}
         how, whom = fault.split(":")
@@ -342,6 +355,11 @@ def main() -> None:
         "first id) or group (the group coordinator of the one-transaction writer's group)",
     )
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument(
+        "--writers",
+        default=",".join(WRITERS),
+        help=f"comma-separated, of: {', '.join(WRITERS)}; {MEMBER!r}",
+    )
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, interrupt)
     rows: list[dict[str, object]] = []
@@ -359,10 +377,11 @@ def main() -> None:
 
 
 def _runs(cluster: LocalCluster, args: argparse.Namespace, rows: list[dict[str, object]]) -> None:
+    writers = args.writers.split(",")
     for round_ in range(args.rounds):
         for fault in args.faults.split(","):
             # Alternated: whichever runs second meets a cluster that has been through more.
-            order = WRITERS if len(rows) % (2 * len(WRITERS)) == 0 else WRITERS[::-1]
+            order = writers if len(rows) % (2 * len(writers)) == 0 else writers[::-1]
             for writer in order:
                 say(f"== {writer}, {fault}, round {round_ + 1}")
                 rows.append(one_run(cluster, writer, fault, args.rate, round_))
