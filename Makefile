@@ -258,7 +258,8 @@ bench-rolling: install
 # Issue 31's design question: one transactional producer for every partition (stage 2 today),
 # one per partition (the proposal), and no transactions at all, each writing 5,000 records/s
 # into a three-node cluster while a node is SIGKILLed (FAULTS=stop:group,stop:coordinator for
-# controlled shutdowns): the destination's stalls per writer (about 10 minutes).
+# controlled shutdowns, FAULTS=roll for a SIGTERM roll of every node): the destination's stalls
+# per writer (about 10 minutes).
 FAULTS ?= kill:leader,kill:coordinator
 bench-split: install
 	$(BIN)/python -m bench.transaction_split --faults $(FAULTS)

@@ -21,12 +21,14 @@ default):
 Each writer runs 20 s, then one node is stopped (``kill``: SIGKILL; ``stop``: SIGTERM, a
 controlled shutdown): the leader of destination partition 0, the transaction coordinator of the
 writer's first transactional id, or the group coordinator of the one-transaction writer's group;
-it is started again 20 s later. A read_committed reader of the destination (no group) notes when
-each partition's records become visible. For each writer: CPU per record of the writer and of
-the three nodes before the fault, its commits' p50/p99, and after the fault the longest stretch
-in which no partition advanced (the whole destination stood still), the longest stall of a
-partition the stopped node did not lead, and of one it led. A noisy 2-core machine carrying
-three JVMs: compare the rows of one run, never the numbers alone.
+it is started again 20 s later. With ``--faults roll`` every node is instead stopped with
+SIGTERM and started in turn, the next once every replica is in sync, and the whole
+destination's longest stall per node is reported. A read_committed reader of the destination
+(no group) notes when each partition's records become visible. For each writer: CPU per record
+of the writer and of the three nodes before the fault, its commits' p50/p99, and after the fault
+the longest stretch in which no partition advanced (the whole destination stood still), the
+longest stall of a partition the stopped node did not lead, and of one it led. A noisy 2-core
+machine carrying three JVMs: compare the rows of one run, never the numbers alone.
 """
 
 from __future__ import annotations
@@ -274,6 +276,52 @@ def _longest_gap(times: Sequence[float], since: float, until: float) -> float:
     return max(b - a for a, b in itertools.pairwise(inside))
 
 
+ROLL_S = 240.0  # a writer's run through a roll of all three nodes, after WARM_S
+
+
+def one_roll(cluster: LocalCluster, writer: str, rate: float, round_: int) -> dict[str, object]:
+    """A rolling restart under one writer: each node in turn stopped with SIGTERM and started
+    again, the next once every replica is in sync (as an upgrade does); the whole destination's
+    longest stall per node, from its stop to 5 s after it serves again."""
+    bootstrap = cluster.bootstrap_servers
+    topic = f"split-{round_}-roll-{writer.replace(' ', '-')}"
+    create_topics(
+        bootstrap,
+        {topic: PARTITIONS, f"{topic}.changelog": PARTITIONS, f"{topic}.staging": PARTITIONS},
+    )
+    arrivals = Arrivals(bootstrap, topic)
+    seconds = WARM_S + ROLL_S
+    child = ChildRun(run_writer, bootstrap, topic, writer, rate, seconds)
+    started = time.monotonic()
+    windows: list[tuple[int, float, float]] = []
+    try:
+        time.sleep(WARM_S)
+        for node in sorted(cluster.nodes):
+            child.check_alive()
+            stopped_at = time.monotonic()
+            cluster.stop_node(node)
+            cluster.start_node(node, tie_to_parent=True)
+            time.sleep(5.0)
+            windows.append((node, stopped_at, time.monotonic()))
+        if time.monotonic() > started + seconds:
+            raise RuntimeError(f"the roll outlasted the writer's {seconds:.0f} s")
+        result = child.result(started + seconds - time.monotonic() + 120)
+    finally:
+        child.kill()
+        arrivals.close()
+    assert isinstance(result, dict)
+    everything = sorted(t for times in arrivals.times.values() for t in times)
+    return {
+        "writer": writer,
+        "victim": "every node (roll, SIGTERM)",
+        "whole stall per node s": ", ".join(
+            f"{_longest_gap(everything, since, until):.1f}" for _, since, until in windows
+        ),
+        "aborted": result["aborted"],
+        "new producers": result["new_producers"],
+    }
+
+
 def one_run(
     cluster: LocalCluster, writer: str, fault: str, rate: float, round_: int
 ) -> dict[str, object]:
@@ -352,7 +400,8 @@ def main() -> None:
         default="kill:leader,kill:coordinator",
         help="comma-separated HOW:WHOM, HOW kill (SIGKILL) or stop (SIGTERM), WHOM leader (of "
         "destination partition 0), coordinator (the transaction coordinator of the writer's "
-        "first id) or group (the group coordinator of the one-transaction writer's group)",
+        "first id) or group (the group coordinator of the one-transaction writer's group); or roll "
+        "(every node in turn, SIGTERM, as an upgrade does)",
     )
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument(
@@ -384,7 +433,10 @@ def _runs(cluster: LocalCluster, args: argparse.Namespace, rows: list[dict[str, 
             order = writers if len(rows) % (2 * len(writers)) == 0 else writers[::-1]
             for writer in order:
                 say(f"== {writer}, {fault}, round {round_ + 1}")
-                rows.append(one_run(cluster, writer, fault, args.rate, round_))
+                if fault == "roll":
+                    rows.append(one_roll(cluster, writer, args.rate, round_))
+                else:
+                    rows.append(one_run(cluster, writer, fault, args.rate, round_))
                 _print(rows[-1])
 
 
