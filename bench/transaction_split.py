@@ -276,6 +276,15 @@ def _longest_gap(times: Sequence[float], since: float, until: float) -> float:
     return max(b - a for a, b in itertools.pairwise(inside))
 
 
+def _topics_watched(bootstrap: str, topic: str) -> Arrivals:
+    """A writer's destination, changelog and staging topics made, the destination watched."""
+    create_topics(
+        bootstrap,
+        {topic: PARTITIONS, f"{topic}.changelog": PARTITIONS, f"{topic}.staging": PARTITIONS},
+    )
+    return Arrivals(bootstrap, topic)
+
+
 ROLL_S = 240.0  # a writer's run through a roll of all three nodes, after WARM_S
 
 
@@ -285,11 +294,7 @@ def one_roll(cluster: LocalCluster, writer: str, rate: float, round_: int) -> di
     longest stall per node, from its stop to 5 s after it serves again."""
     bootstrap = cluster.bootstrap_servers
     topic = f"split-{round_}-roll-{writer.replace(' ', '-')}"
-    create_topics(
-        bootstrap,
-        {topic: PARTITIONS, f"{topic}.changelog": PARTITIONS, f"{topic}.staging": PARTITIONS},
-    )
-    arrivals = Arrivals(bootstrap, topic)
+    arrivals = _topics_watched(bootstrap, topic)
     seconds = WARM_S + ROLL_S
     child = ChildRun(run_writer, bootstrap, topic, writer, rate, seconds)
     started = time.monotonic()
@@ -327,11 +332,7 @@ def one_run(
 ) -> dict[str, object]:
     bootstrap = cluster.bootstrap_servers
     topic = f"split-{round_}-{fault.replace(':', '-')}-{writer.replace(' ', '-')}"
-    create_topics(
-        bootstrap,
-        {topic: PARTITIONS, f"{topic}.changelog": PARTITIONS, f"{topic}.staging": PARTITIONS},
-    )
-    arrivals = Arrivals(bootstrap, topic)
+    arrivals = _topics_watched(bootstrap, topic)
     nodes = sorted(cluster.nodes)
     seconds = WARM_S + AFTER_S
     child = ChildRun(run_writer, bootstrap, topic, writer, rate, seconds)
