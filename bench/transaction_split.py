@@ -34,23 +34,21 @@ machine carrying three JVMs: compare the rows of one run, never the numbers alon
 from __future__ import annotations
 
 import argparse
-import gc
 import itertools
 import signal
 import statistics
-import tempfile
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from bench.clusters import bench_clusters
 from bench.common import ChildRun, interrupt, percentile, process_cpu_seconds, say
 from bench.payloads import Payloads
 from bench.replicator_throughput import create_topics
-from localkafka import LocalCluster, start_all
+from localkafka import LocalCluster
 from localkafka.broker_config import SESSION_TIMEOUT_MS
 from localkafka.readiness import QUIET_CLIENT_LOG
 from localkafka.replicas import group_coordinator, leader_of, transaction_coordinator
@@ -72,7 +70,6 @@ MEMBER = "one transaction as member"
 
 @dataclass
 class WriterStats:
-    produced: int = 0
     commits: list[float] = field(default_factory=list)
     aborted: int = 0
     new_producers: int = 0
@@ -192,7 +189,6 @@ def _write(
             # Ticks of 10 ms for both writers: twelve threads waking more often would cost
             # the split CPU that a stage 2 driven by its consumer would not spend.
             time.sleep(0.01)
-    stats.produced += i - first
 
 
 def run_writer(bootstrap: str, topic: str, writer: str, rate: float, seconds: float) -> dict:
@@ -222,7 +218,6 @@ def run_writer(bootstrap: str, topic: str, writer: str, rate: float, seconds: fl
     for thread in threads:
         thread.join()
     return {
-        "produced": sum(s.produced for s in stats),
         "commits": [c for s in stats for c in s.commits],
         "aborted": sum(s.aborted for s in stats),
         "new_producers": sum(s.new_producers for s in stats),
@@ -413,14 +408,8 @@ def main() -> None:
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, interrupt)
     rows: list[dict[str, object]] = []
-    with tempfile.TemporaryDirectory(prefix="bench-split-") as tmp:
-        cluster = LocalCluster.create(Path(tmp) / "target", "target", nodes=3)
-        start_all([cluster], tie_to_parent=True)
-        try:
-            _runs(cluster, args, rows)
-        finally:
-            gc.collect()  # clients of ours left in reference cycles: gone before their brokers
-            cluster.stop()
+    with bench_clusters("bench-split-", nodes=3, names=("target",)) as (_base, (cluster,)):
+        _runs(cluster, args, rows)
     print("\nall runs:")
     for row in rows:
         _print(row)
