@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from confluent_kafka import KafkaError
+
 from runtime.errors import ExactlyError
 
 
@@ -35,3 +37,12 @@ class RestoreTimeoutError(DeduplicatorError):
     Fatal for the process, never for the data: restore writes RocksDB in batches that carry their
     changelog offset, so the restarted process resumes where this one stopped.
     """
+
+
+class ProducerFailedError(DeduplicatorError):
+    """The transactional producer failed for good with an error a new producer of the same
+    transactional.id mends (runtime.producer_mendable): the loop replaces it and rewinds."""
+
+    def __init__(self, error: KafkaError) -> None:
+        super().__init__(error.str())
+        self.error = error

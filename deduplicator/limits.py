@@ -28,6 +28,8 @@ MAX_HUNG_PRODUCERS = 2
 # is given up (aborted). init_transactions and commit_transaction wait for as long as it lasts
 # (retrying's until_stopped).
 RETRY_DEADLINE_S = TRANSACTION_TIMEOUT_MS / 1000
+# A transactional call (or a transaction's flush) that took this long is logged with its time.
+SLOW_CALL_S = 1.0
 # A call retried for long says so once, then at most this often (with its count).
 RETRY_LOG_INTERVAL_S = 30.0
 # Restore runs inside the assignment callback, where librdkafka's max.poll.interval.ms (300 s by

@@ -7,15 +7,16 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from deduplicator import access, output
 from deduplicator.backlog import Backlog
+from deduplicator.broken import BrokenProducers
 from deduplicator.clients import consumer_config, producer_config, report_client_error
 from deduplicator.deadletter import dead_letter
-from deduplicator.errors import DeduplicatorError, TransactionFailedError
+from deduplicator.errors import DeduplicatorError, ProducerFailedError, TransactionFailedError
 from deduplicator.hung import HungProducers
 from deduplicator.limits import (
     ABORT_ON_FAILURE_S,
@@ -24,6 +25,7 @@ from deduplicator.limits import (
     HARD_DEADLINE_S,
     SEND_OFFSETS_HARD_DEADLINE_S,
     SEND_OFFSETS_TIMEOUT_S,
+    SLOW_CALL_S,
     TXN_TIMEOUT_S,
 )
 from deduplicator.metrics import DeduplicatorMetrics
@@ -43,6 +45,7 @@ from runtime import (
     get_logger,
     kafka_error_of,
     member_fenced,
+    producer_mendable,
     raise_if_refused,
 )
 from runtime.deadline import call_with_deadline, hard_deadline
@@ -75,6 +78,7 @@ class Deduplicator:
         self._txn = OpenTransaction()
         self._destinations = output.Destinations(settings)
         self._hung = HungProducers()
+        self._broken = BrokenProducers()
         # Every call retried alive (the heartbeat beats, a stop request ends the wait), timed.
         self._retrying = retrying_with(beat, should_stop, metrics.observe_call)
         self.consumer = Consumer(consumer_config(settings, self._client_error))
@@ -143,7 +147,12 @@ class Deduplicator:
                     messages = consume_ready(self.consumer, CONSUME_BATCH, wait_s)
                     self.partitions.note_positions(messages)
                 for message in messages:
-                    self._process(message)
+                    try:
+                        self._process(message)
+                    except ProducerFailedError as failed:
+                        self._replace_failed_producer(failed.error)
+                        self.partitions.rewind(self.consumer)
+                        break
                     # Checked per envelope: a batch of envelopes can hold a million records,
                     # and the limits bound what one transaction holds, not what one batch does.
                     if self._txn.due(self.settings) and not self._commit_or_recover():
@@ -176,6 +185,11 @@ class Deduplicator:
         partition = message.partition()
         if partition not in self.partitions.stores:
             return  # revoked within this batch: its next owner reads it from the commit point
+        with self._producing():
+            self._copy(message, partition)
+
+    def _copy(self, message: Message, partition: int) -> None:
+        """Judge one envelope and write what it adds to the open transaction."""
         self._begin()
         self._txn.offsets[partition] = message.offset() + 1
         value = message.value() or b""
@@ -204,6 +218,25 @@ class Deduplicator:
         if timestamp_type != TIMESTAMP_NOT_AVAILABLE:
             self._txn.timestamps.append(timestamp)
         self._txn.pending[key] = (partition, verdict.state)
+
+    @contextlib.contextmanager
+    def _producing(self) -> Iterator[None]:
+        """The producer's calls: a fatal error a new producer mends raises ProducerFailedError
+        (the loop replaces the producer), any other error stays what it is."""
+        try:
+            yield
+        except KafkaException as exc:
+            error = kafka_error_of(exc)
+            if error.code() == KafkaError._FATAL:
+                # produce() on a failed producer names no cause; its flush raises the error
+                # that failed it (and sends nothing).
+                try:
+                    self.producer.flush(0)
+                except KafkaException as cause:
+                    error = kafka_error_of(cause)
+            if producer_mendable(error):
+                raise ProducerFailedError(error) from exc
+            raise
 
     def _dead_letter(self, message: Message, reason: str) -> None:
         dead_letter(
@@ -280,20 +313,34 @@ class Deduplicator:
         as soon as one failed. A transaction that turned abortable purges what it holds, but a
         flush went on waiting for the records in flight to a node shutting down: 29 s after
         the purge in a rolling restart of the target, for an abort that was certain."""
-        deadline = time.monotonic() + TXN_TIMEOUT_S
+        started = time.monotonic()
+        deadline = started + TXN_TIMEOUT_S
         while self.producer.flush(FLUSH_SLICE_S) != 0:
             if failures or time.monotonic() >= deadline:
                 return False
+        if (seconds := time.monotonic() - started) >= SLOW_CALL_S:
+            log.info("slow call", operation="flush", seconds=round(seconds, 1), retries=0)
         return True
 
     def _commit_or_recover(self) -> bool:
         """Commit; or abort and rewind to the committed offsets (False)."""
         self._hung.reap()
         try:
-            self._commit()
+            with self._producing():
+                self._commit()
             return True
         except ClientHungError as exc:
             self._replace_hung_producer(exc)
+            self.partitions.rewind(self.consumer)
+            return False
+        except ProducerFailedError as failed:
+            if self._txn.commit_sent:
+                # The coordinator may have taken the EndTxn before the producer failed, and the
+                # replacement's init_transactions would then complete it: rewound here, its
+                # records would be written again (invariant 5). A successor restores.
+                unknown = f"outcome of the transaction commit unknown: {failed}"
+                raise DeduplicatorError(unknown) from failed
+            self._replace_failed_producer(failed.error)
             self.partitions.rewind(self.consumer)
             return False
         except (KafkaException, TransactionFailedError) as exc:
@@ -351,6 +398,18 @@ class Deduplicator:
         # How long the coordinator took to end the stuck producer's transaction: the other half
         # of the stall a hang costs.
         log.info("replacement producer ready", seconds=round(time.monotonic() - started, 1))
+
+    def _replace_failed_producer(self, error: KafkaError) -> None:
+        """Close the producer librdkafka gave up (``error``) and go on with a new one of the same
+        transactional.id, as for a hung one: its init_transactions fences the failed producer
+        and has the coordinator abort its transaction (invariant 6); no commit was sent, RocksDB
+        was not written, and the caller rewinds staging to the committed offsets."""
+        self._broken.count(error)
+        self.metrics.transactions.labels("aborted").inc()
+        with contextlib.suppress(KafkaException, RuntimeError):
+            self.producer.close()
+        self._txn.reset()
+        self.producer = self._new_producer()
 
     def _drop_transaction(self) -> None:
         """End the open transaction without committing it, on the way out of a failure: an abort

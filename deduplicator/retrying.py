@@ -11,7 +11,7 @@ from collections.abc import Callable
 from confluent_kafka import KafkaError, KafkaException
 
 from deduplicator.errors import TransactionFailedError
-from deduplicator.limits import RETRY_DEADLINE_S, RETRY_LOG_INTERVAL_S
+from deduplicator.limits import RETRY_DEADLINE_S, RETRY_LOG_INTERVAL_S, SLOW_CALL_S
 from runtime import ErrorClass, call_retrying, classify, get_logger, kafka_error_of
 
 # The loop's logger: these lines kept the name they had when the loop retried its calls.
@@ -56,7 +56,12 @@ def retrying(
     started = time.monotonic()
     try:
         call_retrying(call, deadline_s=deadline_s, on_retry=say)
-        observe(operation, time.monotonic() - started)
+        seconds = time.monotonic() - started
+        observe(operation, seconds)
+        if seconds >= SLOW_CALL_S:
+            # The copy stood still this long: said with the call, so a stall in a rolling
+            # restart can be put down to the coordinator that held it.
+            log.info("slow call", operation=operation, seconds=round(seconds, 1), retries=retries)
     except KafkaException as exc:
         error = kafka_error_of(exc)
         if classify(error) is ErrorClass.RETRIABLE:

@@ -30,6 +30,7 @@ ExactlyError                        root: every package's errors derive from it
 │   ├── StateStoreError             local RocksDB state cannot be opened, read or written
 │   │   └── StateStoreLockedError   another client holds the store open: never deleted
 │   ├── TransactionFailedError      a transaction cannot complete: abort, go on from the commit
+│   ├── ProducerFailedError         librdkafka gave the producer up: a new one, from the commit
 │   └── RestoreTimeoutError         a partition's state was not restored within the deadline
 ├── OffsetSyncError                 offset sync
 │   ├── ReadTimeoutError            a cycle's reads did not reach their end in time

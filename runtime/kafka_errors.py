@@ -161,6 +161,28 @@ def classify(error: KafkaError) -> ErrorClass:
     return ErrorClass.FATAL
 
 
+# Fatal codes a new producer does not mend: the credentials, ACLs and broker features above stay
+# what they were. INVALID_TXN_STATE is the exception its own comment names.
+_UNMENDED_BY_A_NEW_PRODUCER = (_FATAL_CODES - {KafkaError.INVALID_TXN_STATE}) | {KafkaError._FATAL}
+
+
+def producer_mendable(error: KafkaError) -> bool:
+    """Whether ``error`` is a transactional producer's fatal error that a new producer of the
+    same ``transactional.id`` mends: librdkafka gave up the instance over its own state, not
+    because another instance owns the id, an ACL is missing or the broker lacks a feature. Seen:
+    OUT_OF_ORDER_SEQUENCE_NUMBER, "sequence desynchronization with broker" after a partition's
+    leadership moved back in a rolling restart of the target (librdkafka 2.16;
+    confluent-kafka-go #830). The new producer's init_transactions fences the broken one and
+    ends its transaction. A bare _FATAL names no cause (a consumer's fatal error reads so), so
+    it is not mendable here."""
+    return (
+        error.fatal()
+        and not _fenced(error)
+        and error.code() not in _AUTHORIZATION_CODES
+        and error.code() not in _UNMENDED_BY_A_NEW_PRODUCER
+    )
+
+
 def to_client_error(error: KafkaError, operation: str | None = None) -> KafkaClientError:
     """The exception of ours for ``error`` (also for errors met in callbacks and messages)."""
     if _fenced(error):

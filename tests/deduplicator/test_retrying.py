@@ -1,6 +1,9 @@
 """Stage 2's transactional calls are timed, retries included, into
 exactly_deduplicator_transaction_call_seconds: where a commit's time goes."""
 
+import logging
+import time
+
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
@@ -33,3 +36,18 @@ def test_a_failed_call_is_not_timed():
     with pytest.raises(KafkaException):
         retrying("commit_transaction", call)
     assert _sample(metrics, "count", "commit_transaction") is None
+
+
+def test_a_slow_call_is_logged_with_its_time(caplog, monkeypatch):
+    # What an operator reads after a stall: which call held the copy, and how long.
+    monkeypatch.setattr("deduplicator.retrying.SLOW_CALL_S", 0.05)
+    caplog.set_level(logging.INFO, logger="deduplicator.loop")
+    retrying = retrying_with(lambda: None, lambda: False, DeduplicatorMetrics().observe_call)
+    retrying("commit_transaction", lambda: None)
+    assert not caplog.records
+    retrying("commit_transaction", lambda: time.sleep(0.1))
+    (record,) = caplog.records
+    assert record.getMessage() == "slow call"
+    fields = record.event_fields  # type: ignore[attr-defined]
+    assert fields["operation"] == "commit_transaction"
+    assert fields["seconds"] >= 0.1

@@ -338,6 +338,44 @@ def test_exactly_once_through_a_target_broker_crash(
     assert replicator.terminate(30) == 0
 
 
+# tests/replication/producer_fault/sitecustomize.py fails stage 2's first transactional producer.
+PRODUCER_FAULT = Path(__file__).parent / "producer_fault"
+
+
+def test_a_producer_librdkafka_gives_up_is_replaced_and_nothing_is_lost_or_doubled(
+    source_cluster, target_cluster, unique_topic, roles, tmp_path
+):
+    """librdkafka gives stage 2's transactional producer up for good over its own state (seen in
+    a SIGTERM roll of a three-node target: "sequence desynchronization with broker"): stage 2
+    replaces it in the process instead of exiting, the failed producer's open transaction never
+    becomes visible, and every source record arrives once."""
+    topic = unique_topic("producer-fails")
+    env = _traffic_flow(source_cluster, target_cluster, tmp_path, unique_topic, {topic: 3})
+    fault = {
+        "PYTHONPATH": os.pathsep.join(
+            filter(None, [str(PRODUCER_FAULT), os.environ.get("PYTHONPATH")])
+        ),
+        "TEST_PRODUCER_FAILS_AFTER": "1500",
+    }
+    with ContinuousProducer(
+        source_cluster.bootstrap_servers, {topic: 3}, records_per_second=500
+    ) as producer:
+        replicator = roles.start("replicator", env)
+        deduplicator = roles.start("deduplicator", {**env, **fault})
+        deduplicator.wait_for_log("transactional producer failed; replacing it", timeout_s=90)
+        deduplicator.wait_for_log(r"OUT_OF_ORDER_SEQUENCE_NUMBER|sequence desynchronization")
+        produced = producer.stop()
+    assert produced > 1500
+
+    source = read_source(source_cluster.bootstrap_servers, [topic])
+    destination = _await_destination(target_cluster, source, 120)
+    assert_exactly_once(source_cluster, source, destination)
+    assert deduplicator.is_running(), deduplicator.log_tail()
+    assert "stopped by a fatal error" not in deduplicator.log_text(), deduplicator.log_tail()
+    assert deduplicator.terminate(30) == 0
+    assert replicator.terminate(30) == 0
+
+
 # In `make chaos` (74 s here): `exactly chaos` in `make test` runs two deduplicators under
 # SIGKILLs too.
 @pytest.mark.chaos

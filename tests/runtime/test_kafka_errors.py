@@ -16,6 +16,7 @@ from runtime import (
     call_retrying,
     classify,
     member_fenced,
+    producer_mendable,
     to_client_error,
     translate_kafka_errors,
 )
@@ -244,3 +245,22 @@ def test_a_consumer_fenced_as_a_static_member_is_told_from_other_errors():
     # A transaction's offsets refused for the member: the same event, seen by the producer.
     assert member_fenced(KafkaError(KafkaError.FENCED_INSTANCE_ID, fenced, txn_requires_abort=True))
     assert not member_fenced(KafkaError(KafkaError.FENCED_INSTANCE_ID, fenced, fatal=True))
+
+
+@pytest.mark.parametrize(
+    ("error", "mendable"),
+    [
+        # The one seen in a SIGTERM roll of a three-node target (librdkafka 2.16).
+        (KafkaError(KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER, "desync", fatal=True), True),
+        (KafkaError(KafkaError.INVALID_TXN_STATE, fatal=True), True),
+        # Another instance owns the id: a new producer would fence the live twin.
+        (KafkaError(KafkaError.PRODUCER_FENCED, fatal=True), False),
+        (KafkaError(KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, fatal=True), False),
+        (KafkaError(KafkaError.UNSUPPORTED_VERSION, fatal=True), False),
+        (KafkaError(KafkaError._FATAL, "cause unknown", fatal=True), False),
+        # Not fatal: the abort path handles it with the producer it has.
+        (KafkaError(KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER, txn_requires_abort=True), False),
+    ],
+)
+def test_a_new_producer_mends_only_a_fatal_error_of_its_own_state(error, mendable):
+    assert producer_mendable(error) is mendable
