@@ -3,6 +3,7 @@ the same one: every node of the source, then of the target, stopped and started 
 time as an upgrade does (the next once every replica is in sync), under paced traffic.
 
     python -m bench.rolling_restart [--rate R] [--how SIGTERM|SIGKILL] [--sides source,target]
+                                    [--candidates pipeline] [--logs DIR]
 
 Two local clusters of three replicating nodes (replication factor 3, min.insync.replicas 2).
 Each candidate copies a source topic of its own (12 partitions, 100 B values) fed at --rate
@@ -17,11 +18,13 @@ JVMs: compare the two columns, never the numbers alone.
 from __future__ import annotations
 
 import argparse
+import shutil
 import signal
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
+from pathlib import Path
 
 from bench.clusters import bench_clusters
 from bench.common import interrupt
@@ -49,9 +52,20 @@ def main() -> None:
     parser.add_argument(
         "--sides", default="source,target", help="the clusters rolled, in this order"
     )
+    parser.add_argument(
+        "--candidates",
+        default=",".join(CANDIDATES),
+        help="which of them copy through the roll (the pipeline alone: 'pipeline')",
+    )
+    parser.add_argument(
+        "--logs", type=Path, help="keep the candidates' logs here (stage 2's 'slow call' lines)"
+    )
     args = parser.parse_args()
     if not set(args.sides.split(",")) <= {"source", "target"}:
         parser.error(f"--sides {args.sides!r}: source, target or both, comma-separated")
+    candidates = args.candidates.split(",")
+    if not set(candidates) <= set(CANDIDATES):
+        parser.error(f"--candidates {args.candidates!r}: of {', '.join(CANDIDATES)}")
     signal.signal(signal.SIGTERM, interrupt)
     libs = ensure_mirrormaker()
     started = time.monotonic()
@@ -59,7 +73,9 @@ def main() -> None:
         bench = Bench(clusters, base, libs, verify=False)
         with ExitStack() as stack:
             watched: dict[str, Watched] = {}
-            for n, candidate in enumerate(CANDIDATES):
+            if args.logs is not None:  # registered first: copied after every candidate stopped
+                stack.callback(_keep_logs, base, args.logs)
+            for n, candidate in enumerate(candidates):
                 topic = f"rolling-{n}"
                 create_topic(bench.source, topic)
                 destination, check_alive = stack.enter_context(
@@ -163,6 +179,13 @@ def report(watched: dict[str, Watched], windows: list[tuple[str, float, float]],
         print(row)
     for label, pick in (("median", _median), ("max", max)):
         print(f"  {label:<16}" + "".join(f"{pick(s):>20.1f}" for s in stalls.values()))
+
+
+def _keep_logs(base: Path, logs: Path) -> None:
+    for kept in ("roles", "mirrormaker"):
+        if (base / kept).exists():
+            shutil.copytree(base / kept, logs / kept, dirs_exist_ok=True)
+    print(f"logs kept in {logs}", flush=True)
 
 
 def _median(values: list[float]) -> float:
