@@ -18,7 +18,7 @@ Invariants a cycle keeps:
 from __future__ import annotations
 
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -88,6 +88,8 @@ class OffsetSync:
         self._behind: set[GroupPartition] = set()  # warned about, by source partition
         self._unknown: set[GroupPartition] = set()  # warned about, by destination partition
         self._translated: set[GroupPartition] = set()  # logged, by source partition
+        self._waiting: dict[GroupPartition, float] = {}  # since (monotonic), by source partition
+        self._waited: set[GroupPartition] = set()  # warned about, by source partition
         self._translations = CachedTranslations()
 
     def run(self) -> None:
@@ -124,9 +126,13 @@ class OffsetSync:
         )
         states: dict[str, str] = {}
         moves: dict[str, dict[Key, _Move]] = defaultdict(dict)
+        answered: Counter[str] = Counter()
         for (group, source_key), request in requests.items():
             states.setdefault(group, "synced")
             translation = translations.get(request)
+            answered["none" if translation is None else type(translation).__name__] += 1
+            if not isinstance(translation, Waiting):
+                self._stop_waiting(group, source_key)
             if isinstance(translation, Translated):
                 destination_key = (request.destination_topic, request.partition)
                 if self._committed.get((group, destination_key)) != translation.destination_offset:
@@ -134,6 +140,21 @@ class OffsetSync:
                     moves[group][destination_key] = _Move(request, translation, seen)
             elif translation is not None:
                 self._not_translatable(group, source_key, translation, states)
+        # Forgotten (offsets deleted): no more waiting. One whose fetch failed this cycle keeps
+        # its seen offset, and its time waited with it.
+        for key in self._waiting.keys() - self._seen.keys():
+            self._stop_waiting(*key)
+        # What a cycle saw, where an answer is silent (no group, waiting, nothing to move).
+        log.debug(
+            "sync cycle",
+            groups=len(states),
+            partitions=len(requests),
+            translated=answered["Translated"],
+            waiting=answered["Waiting"],
+            behind_retention=answered["BehindRetention"],
+            no_source_partition=answered["none"],
+            to_move=sum(len(m) for m in moves.values()),
+        )
         if moves:
             self._apply(moves, states)
         for state in GROUP_STATES:
@@ -221,6 +242,7 @@ class OffsetSync:
         if isinstance(translation, Waiting):
             if states[group] == "synced":
                 states[group] = "waiting"
+            self._still_waiting(group, source_key, translation)
         elif isinstance(translation, BehindRetention):
             _hold(states, group, "behind_retention")
             _warn_once(
@@ -231,6 +253,33 @@ class OffsetSync:
                 "next are gone from the source, so it is not translated",
                 committed=self._seen[(group, source_key)].offset,
                 log_start=translation.log_start,
+            )
+
+    def _still_waiting(self, group: str, source_key: Key, waiting: Waiting) -> None:
+        waited_s = time.monotonic() - self._waiting.setdefault(
+            (group, source_key), time.monotonic()
+        )
+        if waited_s >= self._settings.sync_waiting_warn_ms / 1000:
+            _warn_once(
+                self._waited,
+                group,
+                source_key,
+                "the copy of the group's next record is not committed on the destination yet: "
+                "not synced until it is (stage 2 behind or stopped?)",
+                committed=self._seen[(group, source_key)].offset,
+                waiting_for=waiting.source_offset,
+                waited_s=round(waited_s, 1),
+            )
+
+    def _stop_waiting(self, group: str, source_key: Key) -> None:
+        self._waiting.pop((group, source_key), None)
+        if (group, source_key) in self._waited:
+            self._waited.discard((group, source_key))
+            log.info(
+                "the group waits no more for replication",
+                group=group,
+                topic=source_key[0],
+                partition=source_key[1],
             )
 
     def _apply(self, moves: dict[str, dict[Key, _Move]], states: dict[str, str]) -> None:

@@ -13,6 +13,11 @@ millisecond (or with out-of-order timestamps), and never skips one.
 Only committed destination records are read (read_committed), so an answer never lies beyond
 what stage 2 has committed: a group ahead of replication gets ``Waiting``, never a guess.
 
+A source record that is itself a copy (a flow into the source cluster wrote it: active-active)
+is never copied by this flow (loop prevention), so no copy of it can answer: the translation
+looks for the first of the source's own records at or after ``c`` instead, and says the answer
+is not exact (docs/topologies.md).
+
 Many groups commit near one another in a partition, so each partition is read once per side
 and cycle: from its smallest offset in question forward, jumping (a seek) over gaps longer than
 ``_GAP`` records instead of reading them.
@@ -69,7 +74,7 @@ def translate_all(
                 answers[request] = BehindRetention(log_start)
             elif request.committed < end:
                 wanted[key].add(request.committed)
-    located, targets = _locate(source, by_partition, bounds, answers, wanted)
+    located, targets, passed_copies = _locate(source, by_partition, bounds, answers, wanted)
     copies = _find_copies(destination, targets, source_cluster_id, header)
     empty_starts = _log_starts(
         destination, {(r.destination_topic, r.partition) for r, m in located.items() if m is None}
@@ -77,15 +82,15 @@ def translate_all(
     for request, record in located.items():
         destination_key = (request.destination_topic, request.partition)
         if record is None:
-            # Not one readable record in the source partition below its end: the group reads
-            # whatever the destination holds, once the destination partition exists.
+            # Not one readable record of the source's own in the partition below its end: the
+            # group reads whatever the destination holds, once the destination partition exists.
             start = empty_starts.get(destination_key)
             answers[request] = (
                 Waiting(request.committed) if start is None else Translated(start, exact=False)
             )
             continue
         copy = copies.get((destination_key, record.offset()))
-        answers[request] = _answer(request, record, copy)
+        answers[request] = _answer(request, record, copy, exact=request not in passed_copies)
     return answers
 
 
@@ -95,23 +100,24 @@ def _locate(
     bounds: Mapping[Key, tuple[int, int]],
     answers: Mapping[Request, Translation],
     wanted: Mapping[Key, set[int]],
-) -> tuple[dict[Request, Message | None], dict[Key, dict[int, Message]]]:
+) -> tuple[dict[Request, Message | None], dict[Key, dict[int, Message]], set[Request]]:
     """The source record whose copy answers each request not answered yet (None: not one
-    readable record below the partition's end), and those records by destination partition and
-    offset."""
-    firsts = _first_records(source, wanted, bounds)
-    # Caught up: nothing readable at or after the committed offset. Such a group resumes right
-    # after the copy of the last record before it (a copy of a later record, produced since, is
-    # not skipped).
+    readable record of the source's own below the partition's end), those records by
+    destination partition and offset, and the requests whose answer passed over copies."""
+    firsts, passed = _first_records(source, wanted, bounds)
+    # Caught up: no own record readable at or after the committed offset. Such a group resumes
+    # right after the copy of the last own record before it (a copy of a later record, produced
+    # since, is not skipped).
     caught_up = {
         key
         for key, partition_requests in by_partition.items()
         for request in partition_requests
         if key in bounds and request not in answers and (key, request.committed) not in firsts
     }
-    lasts = _last_records(source, caught_up, bounds)
+    lasts, last_passed = _last_records(source, caught_up, bounds)
     located: dict[Request, Message | None] = {}
     targets: dict[Key, dict[int, Message]] = defaultdict(dict)
+    passed_copies: set[Request] = set()
     for key, partition_requests in by_partition.items():
         for request in partition_requests:
             if key not in bounds or request in answers:
@@ -120,38 +126,45 @@ def _locate(
             record = firsts.get((key, request.committed))
             if record is None:
                 record = lasts.get(key)
+                if key in last_passed:
+                    passed_copies.add(request)
+            elif (key, request.committed) in passed:
+                passed_copies.add(request)
             located[request] = record
             if record is not None:
                 targets[(request.destination_topic, request.partition)][record.offset()] = record
-    return located, targets
+    return located, targets, passed_copies
 
 
-def _answer(request: Request, record: Message, copy: _Copy | None) -> Translation:
+def _answer(request: Request, record: Message, copy: _Copy | None, *, exact: bool) -> Translation:
+    """``exact`` False: copies from another flow lay where the group's next record would be
+    (active-active): the answer is exact for the source's own records only."""
     if copy is None:
         return Waiting(record.offset())
     if copy.origin_offset is None:
         return Translated(copy.offset, exact=False)
-    if carries_provenance(record.headers()):
-        # The group's next record is a copy from the destination (active-active, never copied
-        # back): resuming at the next copied record is exact for the source's own records
-        # only (docs/topologies.md).
-        return Translated(copy.offset, exact=False)
     # The last record before a caught-up offset: the group has read it, so resume after its
     # copy; or at the copy of a later record when the copy found is of one.
     if record.offset() < request.committed and copy.origin_offset == record.offset():
-        return Translated(copy.offset + 1, exact=True)
-    return Translated(copy.offset, exact=True)
+        return Translated(copy.offset + 1, exact=exact)
+    return Translated(copy.offset, exact=exact)
 
 
 class _FirstAtOrAfter:
-    """The first readable record at or after each of a partition's offsets."""
+    """The first readable record of the source's own (not a copy) at or after each of a
+    partition's offsets, and the offsets where copies were passed over to find it."""
 
     def __init__(
-        self, key: Key, offsets: Iterable[int], found: dict[tuple[Key, int], Message]
+        self,
+        key: Key,
+        offsets: Iterable[int],
+        found: dict[tuple[Key, int], Message],
+        passed: set[tuple[Key, int]],
     ) -> None:
         self._key = key
         self._pending = deque(sorted(offsets))
         self._found = found
+        self._passed = passed
 
     @property
     def start(self) -> int:
@@ -161,6 +174,14 @@ class _FirstAtOrAfter:
         offset = message.offset()
         if offset < self._pending[0]:
             return KEEP  # fetched before a seek
+        if carries_provenance(message.headers()):
+            # A copy from another flow: never copied by this one, so the group's next own
+            # record answers, and not exactly for the records passed over.
+            for pending in self._pending:
+                if pending > offset:
+                    break
+                self._passed.add((self._key, pending))
+            return KEEP
         while self._pending and self._pending[0] <= offset:
             self._found[(self._key, self._pending.popleft())] = message
         if not self._pending:
@@ -175,21 +196,28 @@ class _FirstAtOrAfter:
 
 def _first_records(
     source: ClusterReader, wanted: Mapping[Key, set[int]], bounds: Mapping[Key, tuple[int, int]]
-) -> dict[tuple[Key, int], Message]:
+) -> tuple[dict[tuple[Key, int], Message], set[tuple[Key, int]]]:
     found: dict[tuple[Key, int], Message] = {}
-    cursors = {key: _FirstAtOrAfter(key, offsets, found) for key, offsets in wanted.items()}
+    passed: set[tuple[Key, int]] = set()
+    cursors = {key: _FirstAtOrAfter(key, offsets, found, passed) for key, offsets in wanted.items()}
     source.scan({key: (cursor.start, bounds[key][1]) for key, cursor in cursors.items()}, cursors)
-    return found
+    return found, passed
 
 
 class _Last:
-    """The last readable record of a range."""
+    """The last readable record of the source's own (not a copy) in a range, and whether a
+    copy from another flow follows it there."""
 
     def __init__(self) -> None:
         self.record: Message | None = None
+        self.passed_copy = False
 
     def take(self, message: Message) -> int | None:
-        self.record = message
+        if carries_provenance(message.headers()):
+            self.passed_copy = True
+        else:
+            self.record = message
+            self.passed_copy = False
         return KEEP
 
     def end(self) -> None:
@@ -198,9 +226,11 @@ class _Last:
 
 def _last_records(
     source: ClusterReader, keys: Collection[Key], bounds: Mapping[Key, tuple[int, int]]
-) -> dict[Key, Message | None]:
-    """The last readable record of each partition below its end; None when there is none."""
+) -> tuple[dict[Key, Message | None], set[Key]]:
+    """The last readable own record of each partition below its end (None when there is none),
+    and the partitions where copies from another flow were passed over to find it."""
     found: dict[Key, Message | None] = {}
+    passed: set[Key] = set()
     stops = {key: bounds[key][1] for key in keys}
     while stops:
         ranges = {
@@ -211,11 +241,14 @@ def _last_records(
         stops = {}
         for key, cursor in cursors.items():
             start = ranges[key][0]
+            if cursor.passed_copy:
+                passed.add(key)
             if cursor.record is not None or start <= bounds[key][0]:
                 found[key] = cursor.record
             else:
-                stops[key] = start  # only markers or aborted records there: look further back
-    return found
+                # Only markers, aborted records or copies there: look further back.
+                stops[key] = start
+    return found, passed
 
 
 class _CopyOf:
@@ -266,11 +299,7 @@ class _CopyOf:
             return KEEP
         while self._pending and self._pending[0].offset() <= origin.offset:
             record = self._pending.popleft()
-            if (
-                origin.offset != record.offset()
-                and self.passed_headerless
-                and not carries_provenance(record.headers())
-            ):
+            if origin.offset != record.offset() and self.passed_headerless:
                 # Its own copy was not found by the header, and records without it were read
                 # past: one of them may be that copy (written with the header off).
                 self.unsure.append(record)

@@ -289,6 +289,17 @@ class Settings(BaseSettings):
         "translations on the target; a source commit reaches the target about one interval "
         "later.",
     )
+    sync_waiting_warn_ms: int = Field(
+        30_000,
+        ge=0,
+        le=86_400_000,
+        alias="OFFSETSYNC_WAITING_WARN_MS",
+        description="A group whose next record's copy is not committed on the destination for "
+        "this long is logged at WARNING (once, and again at INFO when it is): offset sync waits "
+        "for replication rather than guess, so a stopped or lagging stage 2 would otherwise "
+        'leave it silent. Metric `exactly_offsetsync_groups{state="waiting"}` counts such '
+        "groups at every cycle.",
+    )
     state_dir: Annotated[Path, BeforeValidator(non_empty)] = Field(
         Path("state"),
         alias="STATE_DIR",

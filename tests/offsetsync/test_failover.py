@@ -419,10 +419,18 @@ def test_a_group_ahead_of_replication_waits_and_one_behind_source_retention_is_l
     commit_offsets(source_cluster.bootstrap_servers, lost, base, {0: 1})
     admin = AdminClient({"bootstrap.servers": source_cluster.bootstrap_servers})
     admin.delete_records([TopicPartition(base, 0, 3)])[TopicPartition(base, 0, 3)].result(30)
-    env = _environment(source_cluster, target_cluster, base, "copy", prefix)
+    env = _environment(
+        source_cluster, target_cluster, base, "copy", prefix, OFFSETSYNC_WAITING_WARN_MS="1000"
+    )
     with role_processes(tmp_path) as roles:
         sync = roles.start("offsetsync", env)
         await_committed(target_cluster.bootstrap_servers, behind, copy, {0: 5})
+        # A group kept waiting is said, once: stage 2 may be stopped, and waiting is otherwise
+        # silent.
+        sync.wait_for_log(
+            "the copy of the group's next record is not committed on the destination yet.*"
+            f"group={ahead} .*committed=20 waiting_for=20"
+        )
         _await_cycles(env["METRICS_PORT"], 2)
         metrics = scrape(env["METRICS_PORT"])
         assert sample(metrics, "exactly_offsetsync_groups", state="waiting") == 1
@@ -445,6 +453,8 @@ def test_a_group_ahead_of_replication_waits_and_one_behind_source_retention_is_l
             )
         assert rest.flush(30) == 0
         await_committed(target_cluster.bootstrap_servers, ahead, copy, {0: 20})
+        sync.wait_for_log(f"the group waits no more for replication.* group={ahead} ")
+        assert sync.log_text().count("not committed on the destination yet") == 1
         assert sync.terminate() == 0
 
 

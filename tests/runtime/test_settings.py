@@ -446,6 +446,7 @@ def test_render_config_lists_every_variable_with_defaults_marked():
         "OFFSETSYNC_GROUPS_EXCLUDE=  # default\n"
         "OFFSETSYNC_GROUPS_INCLUDE=  # default\n"
         "OFFSETSYNC_INTERVAL_MS=5000  # default\n"
+        "OFFSETSYNC_WAITING_WARN_MS=30000  # default\n"
         "REPLICATION_COMMIT_INTERVAL_MS=100  # default\n"
         "REPLICATION_COMMIT_MAX_BYTES=16777216  # default\n"
         "REPLICATION_COMMIT_MAX_RECORDS=100000  # default\n"
