@@ -38,9 +38,12 @@ from offsetsync.translation import BehindRetention, Request, Translated, Transla
 # Records read through rather than sought over: a seek costs a round trip, reading 500 small
 # records costs about as much.
 _GAP = 500
-# How far before the end of a caught-up partition to look for the last record: a longer run of
-# aborted records or markers is read in further steps.
+# How far before the end of a caught-up partition to look for the last own record: a longer run
+# of aborted records, markers or copies is read in further steps, each twice as long as the one
+# before (up to the most one read should hold), so that a run of a million copies the reverse
+# flow wrote (active-active, one side quiet) costs a few dozen reads, not thousands.
 _LOOK_BACK = 64
+_LOOK_BACK_MOST = 65_536
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,14 +110,19 @@ def _locate(
     firsts, passed = _first_records(source, wanted, bounds)
     # Caught up: no own record readable at or after the committed offset. Such a group resumes
     # right after the copy of the last own record before it (a copy of a later record, produced
-    # since, is not skipped).
-    caught_up = {
-        key
-        for key, partition_requests in by_partition.items()
-        for request in partition_requests
-        if key in bounds and request not in answers and (key, request.committed) not in firsts
-    }
-    lasts, last_passed = _last_records(source, caught_up, bounds)
+    # since, is not skipped). That record is looked for back from the smallest such offset: the
+    # forward read found none at or after it, so that stretch is not read again.
+    look_back_from: dict[Key, int] = {}
+    passed_after: set[Key] = set()  # copies seen at or after a caught-up offset
+    for key, partition_requests in by_partition.items():
+        for request in partition_requests:
+            if key in bounds and request not in answers and (key, request.committed) not in firsts:
+                stop = min(request.committed, bounds[key][1])
+                look_back_from[key] = min(look_back_from.get(key, stop), stop)
+                if (key, request.committed) in passed:
+                    passed_after.add(key)
+    lasts, last_passed = _last_records(source, look_back_from, bounds)
+    last_passed |= passed_after
     located: dict[Request, Message | None] = {}
     targets: dict[Key, dict[int, Message]] = defaultdict(dict)
     passed_copies: set[Request] = set()
@@ -225,17 +233,17 @@ class _Last:
 
 
 def _last_records(
-    source: ClusterReader, keys: Collection[Key], bounds: Mapping[Key, tuple[int, int]]
+    source: ClusterReader, below: Mapping[Key, int], bounds: Mapping[Key, tuple[int, int]]
 ) -> tuple[dict[Key, Message | None], set[Key]]:
-    """The last readable own record of each partition below its end (None when there is none),
-    and the partitions where copies from another flow were passed over to find it."""
+    """The last readable own record of each partition below an offset (None when there is
+    none), and the partitions where copies from another flow were passed over to find it."""
     found: dict[Key, Message | None] = {}
     passed: set[Key] = set()
-    stops = {key: bounds[key][1] for key in keys}
+    stops = dict(below)
+    look_back = _LOOK_BACK
     while stops:
-        ranges = {
-            key: (max(bounds[key][0], stop - _LOOK_BACK), stop) for key, stop in stops.items()
-        }
+        ranges = {key: (max(bounds[key][0], stop - look_back), stop) for key, stop in stops.items()}
+        look_back = min(2 * look_back, _LOOK_BACK_MOST)
         cursors = {key: _Last() for key in ranges}
         source.scan(ranges, cursors)
         stops = {}

@@ -381,6 +381,15 @@ def test_a_copy_written_with_the_header_off_is_never_skipped_when_the_header_com
     assert answer.destination_offset <= 5
 
 
+def _one_partition_pair(source_cluster, target_cluster, prefix: str) -> tuple[str, str]:
+    """A new one-partition source topic and its destination topic, both empty."""
+    source_topic = f"{prefix}.{uuid.uuid4().hex[:8]}"
+    destination_topic = f"{source_topic}.copy"
+    create_topic(source_cluster.bootstrap_servers, source_topic, 1)
+    create_topic(target_cluster.bootstrap_servers, destination_topic, 1)
+    return source_topic, destination_topic
+
+
 def test_a_group_whose_next_records_are_copies_from_another_flow_is_not_left_waiting(
     readers, source_cluster, target_cluster
 ):
@@ -389,13 +398,7 @@ def test_a_group_whose_next_records_are_copies_from_another_flow_is_not_left_wai
     wait for their copies for ever (CI's active-active test, its offsets never synced); it
     resumes right after the copy of that last own record, and once the source has own records
     again, at the copy of the first of them. Exact for the source's own records only."""
-    base = f"looped.{uuid.uuid4().hex[:8]}"
-    source_topic, destination_topic = base, f"{base}.copy"
-    for bootstrap, topic in (
-        (source_cluster.bootstrap_servers, source_topic),
-        (target_cluster.bootstrap_servers, destination_topic),
-    ):
-        create_topic(bootstrap, topic, 1)
+    source_topic, destination_topic = _one_partition_pair(source_cluster, target_cluster, "looped")
     source = Producer({"bootstrap.servers": source_cluster.bootstrap_servers})
     destination = Producer({"bootstrap.servers": target_cluster.bootstrap_servers})
     moment = int(time.time() * 1000)
@@ -432,3 +435,55 @@ def test_a_group_whose_next_records_are_copies_from_another_flow_is_not_left_wai
     own_records_and_their_copies(20, 3)  # source 20-22, destination 15-17
     assert answer(12) == Translated(15, exact=False)
     assert answer(20) == Translated(15, exact=True)
+
+
+class _CountingReader:
+    """A real reader that counts its reads (``scan``) of the source."""
+
+    def __init__(self, reader: ClusterReader) -> None:
+        self._reader = reader
+        self.scans = 0
+
+    def scan(self, ranges, cursors):
+        self.scans += 1
+        return self._reader.scan(ranges, cursors)
+
+    def __getattr__(self, name):
+        return getattr(self._reader, name)
+
+
+def test_a_long_run_of_copies_after_the_last_own_record_is_read_in_a_few_reads(
+    readers, source_cluster, target_cluster
+):
+    """One side quiet, the other busy: the source partition ends in 20,000 copies of the reverse
+    flow. A caught-up group resumes right after the copy of the last own record, found in a few
+    reads of growing length, not one read of 64 records per step (313 of them)."""
+    source_topic, destination_topic = _one_partition_pair(source_cluster, target_cluster, "quiet")
+    source = Producer({"bootstrap.servers": source_cluster.bootstrap_servers, "linger.ms": 20})
+    destination = Producer({"bootstrap.servers": target_cluster.bootstrap_servers})
+    for offset in range(3):
+        origin = encode_provenance(source_cluster.cluster_id, 0, offset)
+        source.produce(source_topic, value=b"own-%d" % offset)
+        destination.produce(
+            destination_topic, value=b"own-%d" % offset, headers=[(HEADER_PROVENANCE, origin)]
+        )
+    for i in range(20_000):
+        looped = encode_provenance("the-other-cluster", 0, i)
+        source.produce(source_topic, value=b"looped-%d" % i, headers=[(HEADER_PROVENANCE, looped)])
+        if i % 5_000 == 0:
+            source.poll(0)
+    assert source.flush(60) == 0
+    assert destination.flush(30) == 0
+    source_reader, destination_reader = readers
+    counting = _CountingReader(source_reader)
+    answer = translate(
+        counting,  # type: ignore[arg-type]
+        destination_reader,
+        source_topic=source_topic,
+        destination_topic=destination_topic,
+        partition=0,
+        committed=20_003,
+        source_cluster_id=source_cluster.cluster_id,
+    )
+    assert answer == Translated(3, exact=False)
+    assert counting.scans <= 12, counting.scans
