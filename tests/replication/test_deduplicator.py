@@ -364,8 +364,14 @@ def test_a_producer_librdkafka_gives_up_is_replaced_and_nothing_is_lost_or_doubl
         deduplicator = roles.start("deduplicator", {**env, **fault})
         deduplicator.wait_for_log("transactional producer failed; replacing it", timeout_s=90)
         deduplicator.wait_for_log(r"OUT_OF_ORDER_SEQUENCE_NUMBER|sequence desynchronization")
-        produced = producer.stop()
-    assert produced > 1500
+        # Records produced after the failure too, for the replacement to copy. (Not a count
+        # against TEST_PRODUCER_FAILS_AFTER: that counts changelog records as well.)
+        at_failure = producer.acknowledged
+        deadline = time.monotonic() + 30
+        while producer.acknowledged < at_failure + 500:
+            assert time.monotonic() < deadline, (at_failure, producer.acknowledged)
+            time.sleep(0.1)
+        producer.stop()
 
     source = read_source(source_cluster.bootstrap_servers, [topic])
     destination = _await_destination(target_cluster, source, 120)
