@@ -19,8 +19,8 @@ from confluent_kafka import KafkaError
 from confluent_kafka.admin import AdminClient
 
 from runtime.broker_reach import BROKER_REACH, broker_out_of_reach
-from runtime.errors import AuthenticationError
-from runtime.kafka_errors import ErrorClass, classify
+from runtime.errors import AuthenticationError, CertificateRefusedError
+from runtime.kafka_errors import CertificateRefusal, ErrorClass, certificate_refusal, classify
 from runtime.logs import EventLogger
 from runtime.settings import ClusterSettings
 from runtime.transaction_lines import demote_handled_transaction_lines
@@ -66,7 +66,8 @@ def log_client_error(log: EventLogger, error: KafkaError, **fields: object) -> N
 
 
 # What librdkafka reports (to error_cb only) when the cluster refuses the credentials; the call
-# itself fails as "Broker transport failure", which start-up retries as transient.
+# itself fails as "Broker transport failure", which start-up retries as transient. A refused
+# certificate reaches error_cb so too (runtime/kafka_errors.py certificate_refusal).
 _REFUSED_CREDENTIALS = frozenset(
     {KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED}
 )
@@ -81,7 +82,7 @@ class _CredentialWatch:
         self.refused: KafkaError | None = None
 
     def __call__(self, error: KafkaError) -> None:
-        if error.code() in _REFUSED_CREDENTIALS:
+        if error.code() in _REFUSED_CREDENTIALS or certificate_refusal(error) is not None:
             self.refused = error
 
 
@@ -99,10 +100,18 @@ class RoleAdminClient(AdminClient):  # type: ignore[misc]  # confluent_kafka's i
         self._watch.refused = None
 
     def check_credentials(self) -> None:
-        """Raise ``AuthenticationError`` if the cluster refused this client's credentials."""
+        """Raise ``AuthenticationError`` if the cluster refused this client's credentials
+        (``CertificateRefusedError`` if a TLS handshake refused a certificate, either side's)."""
         self.poll(0)  # serves error_cb, which an admin call does not
-        if self._watch.refused is not None:
-            raise AuthenticationError(self._watch.refused, self.bootstrap_servers)
+        refused = self._watch.refused
+        if refused is None:
+            return
+        side = certificate_refusal(refused)
+        if side is None:
+            raise AuthenticationError(refused, self.bootstrap_servers)
+        raise CertificateRefusedError(
+            refused, self.bootstrap_servers, client=side is CertificateRefusal.CLIENT
+        )
 
 
 def admin_client(cluster: ClusterSettings, **config: Any) -> RoleAdminClient:

@@ -14,6 +14,7 @@ ExactlyError                        root: every package's errors derive from it
 │       ├── FencedError             another instance with our identity took over (zombie)
 │       ├── NotAuthorizedError      the cluster refused an operation on a resource: an ACL
 │       └── AuthenticationError     the cluster refused the credentials (SASL)
+│           └── CertificateRefusedError  a TLS handshake refused our or the broker's certificate
 ├── ClientHungError                 runtime.deadline: a client call blocked past its hard deadline
 ├── TopicSetupError                 runtime: a topic could not be created, or got no leaders
 ├── HttpServerError                 runtime.http: the metrics/health port cannot be served
@@ -157,6 +158,27 @@ class AuthenticationError(FatalKafkaError):
             f"authentication to {bootstrap_servers} failed: {_one_line(kafka_error.str())} "
             "(check that cluster's SASL and SSL properties)",
         )
+
+
+class CertificateRefusedError(AuthenticationError):
+    """A TLS handshake with the cluster refused a certificate: the broker ours (``client``), or
+    we the broker's; ``str()`` names the cluster, the side, librdkafka's reason and what to
+    check."""
+
+    def __init__(self, kafka_error: KafkaError, bootstrap_servers: str, *, client: bool) -> None:
+        super().__init__(kafka_error, bootstrap_servers)
+        reason = _one_line(kafka_error.str())
+        if client:
+            self.args = (
+                f"the cluster at {bootstrap_servers} refused this client's certificate: {reason} "
+                "(check ssl.certificate.location and ssl.key.location, or their .pem and "
+                "keystore forms, and that the cluster trusts the CA that signed it)",
+            )
+        else:
+            self.args = (
+                f"could not verify the certificate of the cluster at {bootstrap_servers}: "
+                f"{reason} (check ssl.ca.location)",
+            )
 
 
 _MAX_SHOWN_VALUE = 200  # characters of a variable's value quoted in an error; a PEM is longer

@@ -2,8 +2,9 @@
 
 Rules, first match wins:
 
-1. ``fatal()``, a fencing code or an authorization code: FATAL (``FencedError`` when fenced;
-   ``refusal`` makes a ``NotAuthorizedError`` of the last, where the caller knows the resource).
+1. ``fatal()``, a fencing code, an authorization code or a certificate refused
+   (``certificate_refusal``): FATAL (``FencedError`` when fenced; ``refusal`` makes a
+   ``NotAuthorizedError`` of an authorization code, where the caller knows the resource).
 2. ``txn_requires_abort()``: ABORTABLE.
 3. ``retriable()``: RETRIABLE.
 4. a code in ``_TRANSIENT_CODES``: RETRIABLE.
@@ -13,6 +14,7 @@ Rules, first match wins:
 from __future__ import annotations
 
 import enum
+import re
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -123,6 +125,40 @@ _AUTHORIZATION_CODES = {
 }
 
 
+class CertificateRefusal(enum.Enum):
+    """Which side's certificate a TLS handshake refused."""
+
+    CLIENT = "client"  # the broker refused ours (or that we sent none)
+    BROKER = "broker"  # we could not verify the broker's
+
+
+# How a refused certificate reaches error_cb, and only it: the call itself fails as a "Broker
+# transport failure" (_TRANSPORT, transient), which start-up would retry for minutes while
+# librdkafka logs an ERROR line per attempt. The broker refuses ours with a TLS alert (RFC 8446
+# §6.2): a CA it does not trust was "ssl/tls alert certificate unknown: SSL alert number 46"
+# from Kafka 4.1 (tests/security/test_authentication.py), TLS 1.2's OpenSSL words it
+# "sslv3 alert bad certificate", and no certificate at all is "certificate required". Ours
+# refusing the broker's is OpenSSL's "certificate verify failed" (_SSL). No retry mends either.
+_CLIENT_CERTIFICATE_REFUSED = re.compile(
+    r"alert (?:bad certificate|unsupported certificate|certificate revoked|certificate expired"
+    r"|certificate unknown|unknown ca|certificate required)"
+)
+_BROKER_CERTIFICATE_UNVERIFIED = re.compile(r"certificate verify failed")
+_HANDSHAKE_CODES = frozenset({KafkaError._TRANSPORT, KafkaError._SSL})
+
+
+def certificate_refusal(error: KafkaError) -> CertificateRefusal | None:
+    """Whether ``error`` (an ``error_cb``'s) is a TLS handshake that refused a certificate, and
+    whose."""
+    if error.code() not in _HANDSHAKE_CODES:
+        return None
+    if _CLIENT_CERTIFICATE_REFUSED.search(error.str()):
+        return CertificateRefusal.CLIENT
+    if _BROKER_CERTIFICATE_UNVERIFIED.search(error.str()):
+        return CertificateRefusal.BROKER
+    return None
+
+
 def _fenced(error: KafkaError) -> bool:
     """Whether another instance owns our identity. Not so for a transaction's offsets refused
     with FENCED_INSTANCE_ID: they carried the member id our own consumer had before it rejoined
@@ -152,7 +188,12 @@ def member_fenced(error: KafkaError) -> bool:
 
 def classify(error: KafkaError) -> ErrorClass:
     """What to do about ``error``: call again, abort the transaction, or give up on the client."""
-    if error.fatal() or _fenced(error) or error.code() in _AUTHORIZATION_CODES:
+    if (
+        error.fatal()
+        or _fenced(error)
+        or error.code() in _AUTHORIZATION_CODES
+        or certificate_refusal(error) is not None
+    ):
         return ErrorClass.FATAL
     if error.txn_requires_abort():
         return ErrorClass.ABORTABLE

@@ -27,6 +27,7 @@ T = TypeVar("T")
 
 _TIMEOUT_S = 30.0
 _ATTEMPT_S = 10.0  # one start-up metadata request; STARTUP_PATIENCE_S bounds them all
+_CREDENTIALS_CHECK_S = 1.0  # how often a watched admin call looks for a refusal (admin_result)
 # A role starting while a broker restarts (a crash, a rolling upgrade) waits it out: transport
 # failures and leader elections are retried this long before start-up fails (exactly chaos
 # found the deduplicator exiting on "Broker transport failure" instead).
@@ -44,16 +45,32 @@ _NOT_YET_KNOWN = frozenset(
 )
 
 
-def admin_result(future: concurrent.futures.Future[T], timeout_s: float = _TIMEOUT_S) -> T:
+def admin_result(
+    future: concurrent.futures.Future[T],
+    timeout_s: float = _TIMEOUT_S,
+    admin: AdminClient | None = None,
+) -> T:
     """``future.result(timeout_s)`` of an admin call, an answer that outlives ``timeout_s``
     raised as the KafkaException (_TIMED_OUT, retriable) it is: the future's own
     ``concurrent.futures.TimeoutError`` is no KafkaException, and stage 1 exited 1 on one when a
-    source broker died under its topic discovery (issue 31)."""
-    try:
-        return future.result(timeout=timeout_s)
-    except concurrent.futures.TimeoutError as exc:  # a broker frozen, dead or unreachable
-        timed_out = KafkaError(KafkaError._TIMED_OUT, f"no answer in {timeout_s:.0f} s")
-        raise KafkaException(timed_out) from exc
+    source broker died under its topic discovery (issue 31).
+
+    Given the ``admin`` that made the call, a refusal of its credentials or certificate is
+    raised within a second of librdkafka's report (``check_credentials``) instead of after the
+    whole wait: the call itself would fail only as a transport failure, or not at all."""
+    watch = admin if isinstance(admin, RoleAdminClient) else None
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left = deadline - time.monotonic()
+        slice_s = _CREDENTIALS_CHECK_S if watch is not None else left
+        try:
+            return future.result(timeout=max(0.0, min(slice_s, left)))
+        except concurrent.futures.TimeoutError as exc:  # a broker frozen, dead or unreachable
+            if watch is not None and time.monotonic() < deadline:
+                watch.check_credentials()
+                continue
+            timed_out = KafkaError(KafkaError._TIMED_OUT, f"no answer in {timeout_s:.0f} s")
+            raise KafkaException(timed_out) from exc
 
 
 def call_once_known(
@@ -87,7 +104,7 @@ def ensure_topic(admin: AdminClient, topic: NewTopic) -> None:
 
     def create() -> None:
         try:
-            admin_result(admin.create_topics([topic])[topic.topic])
+            admin_result(admin.create_topics([topic])[topic.topic], admin=admin)
         except KafkaException as exc:
             # Another instance of the flow may have created it a moment ago: that is success.
             if kafka_error_of(exc).code() != KafkaError.TOPIC_ALREADY_EXISTS:

@@ -282,7 +282,7 @@ def test_other_librdkafka_lines_pass_untouched(configure, reach):
             ),
             None,
         ),
-        (KafkaError(KafkaError._TRANSPORT, CERTIFICATE_REFUSED), "warning"),
+        (KafkaError(KafkaError._TRANSPORT, CERTIFICATE_REFUSED), "error"),
         (KafkaError(KafkaError._TRANSPORT, SSL_TO_PLAINTEXT), "warning"),
         (KafkaError(KafkaError._SSL, UNKNOWN_CA), "error"),
         (KafkaError(KafkaError._AUTHENTICATION, WRONG_PASSWORD), "error"),

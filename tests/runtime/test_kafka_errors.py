@@ -20,6 +20,7 @@ from runtime import (
     to_client_error,
     translate_kafka_errors,
 )
+from runtime.kafka_errors import CertificateRefusal, certificate_refusal
 from tests.kafka_helpers import failing_call
 
 RETRIABLE, ABORTABLE, FATAL = ErrorClass.RETRIABLE, ErrorClass.ABORTABLE, ErrorClass.FATAL
@@ -264,3 +265,61 @@ def test_a_consumer_fenced_as_a_static_member_is_told_from_other_errors():
 )
 def test_a_new_producer_mends_only_a_fatal_error_of_its_own_state(error, mendable):
     assert producer_mendable(error) is mendable
+
+
+@pytest.mark.parametrize(
+    ("error", "refused"),
+    [
+        # Kafka 4.1's broker, our certificate from a CA it does not trust (TLS 1.3).
+        (
+            KafkaError(
+                KafkaError._TRANSPORT,
+                "ssl://127.0.0.1:24155/bootstrap: Receive failed: error:0A000416:SSL routines::"
+                "ssl/tls alert certificate unknown: SSL alert number 46 (after 0ms in state "
+                "APIVERSION_QUERY)",
+            ),
+            CertificateRefusal.CLIENT,
+        ),
+        # OpenSSL's words over TLS 1.2, and for no certificate at all.
+        (
+            KafkaError(
+                KafkaError._SSL,
+                "ssl://10.0.0.5:9093/1: SSL handshake failed: error:14094412:SSL routines:"
+                "ssl3_read_bytes:sslv3 alert bad certificate: SSL alert number 42",
+            ),
+            CertificateRefusal.CLIENT,
+        ),
+        (
+            KafkaError(
+                KafkaError._TRANSPORT,
+                "ssl://10.0.0.5:9093/1: Receive failed: error:0A00045C:SSL routines::tlsv13 "
+                "alert certificate required: SSL alert number 116",
+            ),
+            CertificateRefusal.CLIENT,
+        ),
+        (
+            KafkaError(
+                KafkaError._SSL,
+                "ssl://127.0.0.1:31236/bootstrap: SSL handshake failed: error:0A000086:SSL "
+                "routines::certificate verify failed: broker certificate could not be verified",
+            ),
+            CertificateRefusal.BROKER,
+        ),
+        # A broker out of reach, and a text about certificates under another code.
+        (
+            KafkaError(
+                KafkaError._TRANSPORT,
+                "127.0.0.1:29312/2: Connect to ipv4#127.0.0.1:29312 failed: Connection refused",
+            ),
+            None,
+        ),
+        (KafkaError(KafkaError._AUTHENTICATION, "alert certificate unknown"), None),
+    ],
+    ids=["unknown-ca", "tls12-bad", "none-sent", "broker-unverified", "refused", "other-code"],
+)
+def test_a_refused_certificate_is_fatal_and_says_whose(error, refused):
+    assert certificate_refusal(error) is refused
+    if refused is not None:
+        assert classify(error) is FATAL
+    elif error.code() == KafkaError._TRANSPORT:
+        assert classify(error) is RETRIABLE

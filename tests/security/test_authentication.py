@@ -1,19 +1,18 @@
-"""Refused credentials stop a role at once with one line saying so, where librdkafka reports
-only a "Broker transport failure" that start-up would retry for minutes."""
+"""Refused credentials or certificates stop a role at once with one line saying so, where
+librdkafka reports only a "Broker transport failure" that start-up would retry for minutes."""
 
 from __future__ import annotations
 
 import pytest
 
+from localkafka.security import make_credentials
 from tests.kafka_helpers import create_topic
 from tests.replication.processes import role_processes
 from tests.secured import secured_flow
 
 
-@pytest.mark.parametrize("role", ["replicator", "offsetsync"])
-def test_a_wrong_password_stops_the_role_naming_the_refusal(
-    source_cluster, target_cluster, tmp_path, unique_topic, role
-):
+def _secured_role(source_cluster, target_cluster, unique_topic, role: str) -> dict[str, str]:
+    """``role``'s environment of a flow of one new topic between the secured listeners."""
     topic = unique_topic("auth")
     create_topic(source_cluster.bootstrap_servers, topic, 1)
     env = {
@@ -24,17 +23,65 @@ def test_a_wrong_password_stops_the_role_naming_the_refusal(
         "OFFSETSYNC_GROUPS_INCLUDE": "auth-group",
         "METRICS_PORT": "0",
     }
-    wrong = tmp_path / "wrong-password"
-    wrong.write_text("not-the-password\n")
-    secured = secured_flow(source_cluster, target_cluster, env, [topic], ["auth-group"])[role]
-    secured["KAFKA_CLUSTERS_SOURCE_PROPERTIES_SASL_PASSWORD_FILE"] = str(wrong)
+    return secured_flow(source_cluster, target_cluster, env, [topic], ["auth-group"])[role]
+
+
+def _fatal_line(tmp_path, role: str, env: dict[str, str]) -> tuple[str, str]:
+    """The one line of ``role``, started with ``env``, saying why it stopped (exit 1), and its
+    whole log."""
     with role_processes(tmp_path) as roles:
-        process = roles.start(role, secured)
+        process = roles.start(role, env)
         status = process.wait(60)  # not the 2 minutes transient errors are waited out
         log = process.log_text()
     assert status == 1, log[-3000:]
     [line] = [line for line in log.splitlines() if "stopped by a fatal error" in line]
+    return line, log
+
+
+@pytest.mark.parametrize("role", ["replicator", "offsetsync"])
+def test_a_wrong_password_stops_the_role_naming_the_refusal(
+    source_cluster, target_cluster, tmp_path, unique_topic, role
+):
+    wrong = tmp_path / "wrong-password"
+    wrong.write_text("not-the-password\n")
+    secured = _secured_role(source_cluster, target_cluster, unique_topic, role)
+    secured["KAFKA_CLUSTERS_SOURCE_PROPERTIES_SASL_PASSWORD_FILE"] = str(wrong)
+    line, log = _fatal_line(tmp_path, role, secured)
     source = secured["KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS"]
     assert f"authentication to {source} failed" in line
     assert "SASL authentication error" in line
     assert "not-the-password" not in log
+
+
+@pytest.mark.parametrize(
+    ("role", "refused"),
+    [
+        ("replicator", "client"),
+        ("deduplicator", "client"),
+        ("offsetsync", "client"),
+        ("deduplicator", "broker"),
+    ],
+)
+def test_a_refused_certificate_stops_the_role_naming_whose(
+    source_cluster, target_cluster, tmp_path, unique_topic, role, refused
+):
+    """A certificate refused on either side of the handshake with the target (mutual TLS):
+    librdkafka logs an ERROR per attempt and fails each call as a transient transport failure."""
+    secured = _secured_role(source_cluster, target_cluster, unique_topic, role)
+    # Credentials of another CA: the target's brokers do not trust its certificates, and its
+    # CA does not verify theirs.
+    stranger = make_credentials(tmp_path / "another-ca", (role,))
+    prefix = "KAFKA_CLUSTERS_DESTINATION_PROPERTIES_SSL"
+    if refused == "client":
+        secured[f"{prefix}_CERTIFICATE_LOCATION"] = str(stranger.certificate_path(role))
+        secured[f"{prefix}_KEY_LOCATION"] = str(stranger.key_path(role))
+    else:
+        secured[f"{prefix}_CA_LOCATION"] = str(stranger.ca_path)
+    line, _ = _fatal_line(tmp_path, role, secured)
+    target = secured["KAFKA_CLUSTERS_DESTINATION_BOOTSTRAP_SERVERS"]
+    if refused == "client":
+        assert f"the cluster at {target} refused this client's certificate" in line
+        assert "ssl.certificate.location" in line
+    else:
+        assert f"could not verify the certificate of the cluster at {target}" in line
+        assert "ssl.ca.location" in line
