@@ -9,10 +9,11 @@ import logging
 import os
 import sys
 import threading
+import time
 
 from confluent_kafka import KafkaException, Producer
 
-from deduplicator.limits import MAX_HUNG_PRODUCERS
+from deduplicator.limits import HUNG_CALL_WAIT_S, MAX_HUNG_PRODUCERS
 from runtime import get_logger
 from runtime.deadline import exit_hung
 from runtime.errors import ClientHungError
@@ -29,9 +30,10 @@ class HungProducers:
         return len(self._hung)
 
     def add(self, producer: Producer, hung: ClientHungError) -> None:
-        """Leave ``producer`` to the call that ``hung`` in it, or exit for a restart when
-        MAX_HUNG_PRODUCERS are stuck already (runtime.deadline.exit_hung)."""
-        if len(self._hung) >= MAX_HUNG_PRODUCERS:
+        """Leave ``producer`` to the call that ``hung`` in it. When MAX_HUNG_PRODUCERS are stuck
+        already, first wait for one of their calls to end (HUNG_CALL_WAIT_S), and exit for a
+        restart if none does (runtime.deadline.exit_hung)."""
+        if len(self._hung) >= MAX_HUNG_PRODUCERS and not self._one_ends():
             exit_hung(hung.call, hung.seconds)
         log.warning(
             "transactional producer hung; replacing it",
@@ -41,6 +43,26 @@ class HungProducers:
         )
         assert isinstance(hung.thread, threading.Thread)
         self._hung.append((producer, hung.thread))
+
+    def _one_ends(self) -> bool:
+        """Whether a stuck producer's call ends within HUNG_CALL_WAIT_S (its producer then
+        reaped)."""
+        wait_s = HUNG_CALL_WAIT_S
+        log.warning(
+            "transactional producers hung; waiting for one of their calls to end",
+            hung_producers=len(self._hung),
+            wait_s=wait_s,
+        )
+        started = time.monotonic()
+        while True:
+            self.reap()
+            waited = time.monotonic() - started
+            if len(self._hung) < MAX_HUNG_PRODUCERS:
+                log.info("a hung call ended", waited_s=round(waited, 1))
+                return True
+            if waited >= wait_s:
+                return False
+            self._hung[0][1].join(min(0.5, wait_s - waited))
 
     def reap(self) -> None:
         """Destroy the producers whose hung call has ended (fenced, by then): purged and served,
