@@ -27,10 +27,10 @@ MAX_HUNG_PRODUCERS = 2
 # With MAX_HUNG_PRODUCERS stuck and a third call hung, how long stage 2 waits for one of their
 # calls to end before it exits for a restart. A coordinator the network black-holes (the node
 # alive, nothing passing) hangs each call until librdkafka's request fails (socket.timeout.ms,
-# 60 s by default), and every replacement meets the same coordinator: three hangs took 17 s, and
-# the exit took the whole flow down where a wait would have ridden out the 20 s cut
-# (tests/nodes/test_cut.py, CI rehearsal 2026-11-29). A call that never ends (librdkafka #5511)
-# costs this much more before the restart.
+# 60 s by default), and every replacement meets the same coordinator: the third hang came 17 s
+# after the first stuck call began, inside the cut, and the exit took the whole flow down where
+# a wait would have ridden out the 20 s cut (tests/nodes/test_cut.py, CI rehearsal 2026-11-29).
+# A call that never ends (librdkafka #5511) costs this much more before the restart.
 HUNG_CALL_WAIT_S = 60.0
 # How long a retriable error of send_offsets_to_transaction is retried before the transaction
 # is given up (aborted). init_transactions and commit_transaction wait for as long as it lasts

@@ -136,7 +136,7 @@ class CertificateRefusal(enum.Enum):
 # transport failure" (_TRANSPORT, transient), which start-up would retry for minutes while
 # librdkafka logs an ERROR line per attempt. The broker refuses ours with a TLS alert (RFC 8446
 # §6.2): a CA it does not trust was "ssl/tls alert certificate unknown: SSL alert number 46"
-# from Kafka 4.1 (tests/security/test_authentication.py), TLS 1.2's OpenSSL words it
+# from Kafka 4.3.1 (tests/security/test_authentication.py), TLS 1.2's OpenSSL words it
 # "sslv3 alert bad certificate", and no certificate at all is "certificate required". Ours
 # refusing the broker's is OpenSSL's "certificate verify failed" (_SSL). No retry mends either.
 _CLIENT_CERTIFICATE_REFUSED = re.compile(

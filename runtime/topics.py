@@ -62,9 +62,9 @@ def admin_result(
     deadline = time.monotonic() + timeout_s
     while True:
         left = deadline - time.monotonic()
-        slice_s = _CREDENTIALS_CHECK_S if watch is not None else left
+        slice_s = min(_CREDENTIALS_CHECK_S, left) if watch is not None else left
         try:
-            return future.result(timeout=max(0.0, min(slice_s, left)))
+            return future.result(timeout=max(0.0, slice_s))
         except concurrent.futures.TimeoutError as exc:  # a broker frozen, dead or unreachable
             if watch is not None and time.monotonic() < deadline:
                 watch.check_credentials()

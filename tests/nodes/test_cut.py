@@ -33,7 +33,7 @@ def _through_proxies(cluster: LocalCluster) -> str:
         ("target", "partition leader"),
         # Every call of stage 2's commit that needs its group coordinator then hangs until its
         # request fails, and each replacement producer meets the same coordinator: stage 2 once
-        # exited after its third hang, 17 s into the cut (deduplicator/limits.py).
+        # exited after its third hang, while the cut lasted (deduplicator/limits.py).
         ("target", "stage 2 group coordinator"),
     ],
 )

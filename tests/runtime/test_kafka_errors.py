@@ -270,7 +270,7 @@ def test_a_new_producer_mends_only_a_fatal_error_of_its_own_state(error, mendabl
 @pytest.mark.parametrize(
     ("error", "refused"),
     [
-        # Kafka 4.1's broker, our certificate from a CA it does not trust (TLS 1.3).
+        # Kafka 4.3.1's broker, our certificate from a CA it does not trust (TLS 1.3).
         (
             KafkaError(
                 KafkaError._TRANSPORT,
