@@ -1,6 +1,7 @@
 """`exactly deduplicator` / `python -m deduplicator`: stage 2 as a process, configured by the
 environment only. Exit status: 0 after a drain (SIGTERM), 2 for bad configuration, 1 for a
-fatal error such as being fenced (the orchestrator restarts it)."""
+fatal error such as being fenced (the orchestrator restarts it), 3 after a drain to start again
+with renewed credential files (runtime/credential_files.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from deduplicator.errors import DeduplicatorError
 from deduplicator.loop import Deduplicator
 from deduplicator.metrics import DeduplicatorMetrics
 from runtime import GracefulShutdown, Health, Settings, admin_client, get_logger
+from runtime.credential_files import DESTINATION
 from runtime.liveness import Heartbeat
 from runtime.role import freeze_startup_garbage, run_role
 from runtime.topics import cluster_metadata, ensure_topic
@@ -61,7 +63,9 @@ def run() -> int:
             deduplicator.run()
         log.info("deduplicator counts", **_totals(metrics))
 
-    return run_role("deduplicator", work, registry=metrics.registry, member=True)
+    return run_role(
+        "deduplicator", work, registry=metrics.registry, member=True, clusters=(DESTINATION,)
+    )
 
 
 def _totals(metrics: DeduplicatorMetrics) -> dict[str, Any]:  # log fields: counts

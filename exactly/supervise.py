@@ -17,7 +17,8 @@ than the one core a Python process can.
   replicator +1, deduplicator +2, offset sync +3), or none when METRICS_PORT is 0.
 - A child that exits is started again after a back-off that doubles from 1 s to 30 s (back to
   1 s once it has run for a minute), logged with its exit status and counted. A role that exits
-  2 (its configuration is wrong) is not: everything stops, exit 2.
+  2 (its configuration is wrong) is not: everything stops, exit 2. One that exits 3 drained to
+  load renewed credential files (runtime/credential_files.py) and is started again at once.
 - SIGTERM reaches every role at once; each drains (exit 0) within the drain time or is
   SIGKILLed. Exit 0 when every role drained cleanly, else 1.
 """
@@ -43,7 +44,7 @@ from runtime import (
     load_settings,
 )
 from runtime.liveness import Heartbeat
-from runtime.role import EXIT_CONFIG, run_role
+from runtime.role import EXIT_CONFIG, EXIT_RELOAD, run_role
 from runtime.role_process import RoleProcess
 
 log = get_logger("run")
@@ -219,10 +220,15 @@ def _look_after(role: str, child: _Child, metrics: _Metrics) -> None:
     if status == EXIT_CONFIG:
         # Starting it again would fail the same way: an operator must act.
         raise ConfigError(role, f"the role exited {status}: its configuration is wrong")
+    metrics.restarts.labels(role).inc()
+    if status == EXIT_RELOAD:
+        # Drained to load renewed credential files: asked for, not a crash, so no back-off.
+        child.restart_at = now
+        log.info("role starting again with renewed credentials", child=role)
+        return
     if now - child.started >= _HEALTHY_AFTER_S:
         child.backoff_s = _BACKOFF_FIRST_S
     child.restart_at = now + child.backoff_s
-    metrics.restarts.labels(role).inc()
     log.warning(
         "role exited; starting again",
         child=role,

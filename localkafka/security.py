@@ -49,6 +49,11 @@ class Credentials:
         return self.directory / "ca.pem"
 
     @property
+    def ca_key_path(self) -> Path:
+        """The CA's private key: what signs a renewed certificate (``renewed_certificate``)."""
+        return self.directory / "ca.key"
+
+    @property
     def broker_keystore_path(self) -> Path:
         """The broker's private key and certificate chain, PKCS#12."""
         return self.directory / "broker-keystore.p12"
@@ -75,8 +80,9 @@ class Credentials:
 
 
 def make_credentials(directory: Path, users: tuple[str, ...] = USERS) -> Credentials:
-    """A new CA, the broker's certificate (for 127.0.0.1 and localhost) and, for each user, a
-    client certificate and a random SCRAM password, written into `directory`."""
+    """A new CA (its key kept, to sign renewals), the broker's certificate (for 127.0.0.1 and
+    localhost) and, for each user, a client certificate and a random SCRAM password, written
+    into `directory`."""
     directory.mkdir(parents=True, exist_ok=True)
     os.chmod(directory, 0o700)  # private keys and passwords: the owner's only
     credentials = Credentials(directory)
@@ -111,6 +117,7 @@ def _make_ca(credentials: Credentials) -> tuple[ec.EllipticCurvePrivateKey, x509
         .sign(ca_key, hashes.SHA256())
     )
     _write(credentials.ca_path, ca.public_bytes(serialization.Encoding.PEM))
+    _write(credentials.ca_key_path, _pkcs8(ca_key))
     return ca_key, ca_name
 
 
@@ -149,16 +156,34 @@ def _make_user(
     credentials: Credentials, user: str, ca_key: ec.EllipticCurvePrivateKey, ca_name: x509.Name
 ) -> None:
     """One user's client certificate, its key and a random SCRAM password."""
+    certificate, key = _client_certificate(user, ca_key, ca_name, _VALID_FOR)
+    _write(credentials.certificate_path(user), certificate)
+    _write(credentials.key_path(user), key)
+    _write(credentials.password_path(user), secrets.token_urlsafe(24).encode() + b"\n")
+
+
+def renewed_certificate(
+    credentials: Credentials, user: str, valid_for: datetime.timedelta
+) -> tuple[bytes, bytes]:
+    """A new client certificate for ``user`` from the cluster's CA, valid from five minutes ago
+    for ``valid_for`` from now, and its new key: PEM, as a certificate manager renews one."""
+    ca_key = serialization.load_pem_private_key(credentials.ca_key_path.read_bytes(), None)
+    assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
+    ca = x509.load_pem_x509_certificate(credentials.ca_path.read_bytes())
+    return _client_certificate(user, ca_key, ca.subject, valid_for)
+
+
+def _client_certificate(
+    user: str, ca_key: ec.EllipticCurvePrivateKey, ca_name: x509.Name, valid_for: datetime.timedelta
+) -> tuple[bytes, bytes]:
     key = ec.generate_private_key(ec.SECP256R1())
     certificate = (
-        _builder(_subject(user), ca_name, key)
+        _builder(_subject(user), ca_name, key, valid_for)
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
-    _write(credentials.certificate_path(user), certificate.public_bytes(serialization.Encoding.PEM))
     # PKCS#8: the form both librdkafka and the Java client's PEM key store read.
-    _write(credentials.key_path(user), _pkcs8(key))
-    _write(credentials.password_path(user), secrets.token_urlsafe(24).encode() + b"\n")
+    return certificate.public_bytes(serialization.Encoding.PEM), _pkcs8(key)
 
 
 def _subject(common_name: str) -> x509.Name:
@@ -166,7 +191,10 @@ def _subject(common_name: str) -> x509.Name:
 
 
 def _builder(
-    subject: x509.Name, issuer: x509.Name, key: ec.EllipticCurvePrivateKey
+    subject: x509.Name,
+    issuer: x509.Name,
+    key: ec.EllipticCurvePrivateKey,
+    valid_for: datetime.timedelta = _VALID_FOR,
 ) -> x509.CertificateBuilder:
     now = datetime.datetime.now(datetime.UTC)
     return (
@@ -176,7 +204,7 @@ def _builder(
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + _VALID_FOR)
+        .not_valid_after(now + valid_for)
     )
 
 

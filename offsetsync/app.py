@@ -1,6 +1,8 @@
 """`exactly offsetsync` / `python -m offsetsync`: consumer-group offsets source -> target as a
 process, configured by the environment only. Exit status: 0 after SIGTERM (the cycle in
-progress finishes), 2 for bad configuration, 1 for a fatal error (credentials, ACLs)."""
+progress finishes), 2 for bad configuration, 1 for a fatal error (credentials, ACLs), 3 after
+the cycle in progress when renewed credential files are to be loaded
+(runtime/credential_files.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from offsetsync.clients import connect
 from offsetsync.loop import OffsetSync
 from offsetsync.metrics import OffsetSyncMetrics
 from runtime import ConfigError, GracefulShutdown, Health, Settings, call_retrying, get_logger
+from runtime.credential_files import DESTINATION, SOURCE
 from runtime.liveness import Heartbeat
 from runtime.role import run_role
 from runtime.settings import variable_name
@@ -79,7 +82,7 @@ def run() -> int:
             sync.close()
             checkpoints.close()
 
-    return run_role("offsetsync", work, registry=metrics.registry)
+    return run_role("offsetsync", work, registry=metrics.registry, clusters=(SOURCE, DESTINATION))
 
 
 def _require_selection(settings: Settings) -> None:

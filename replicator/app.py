@@ -1,6 +1,7 @@
 """`exactly replicator` / `python -m replicator`: stage 1 as a process, configured by the
 environment only. Exit status: 0 after a drain (SIGTERM), 2 for bad configuration, 1 for a
-fatal error (the orchestrator restarts it)."""
+fatal error (the orchestrator restarts it), 3 after a drain to start again with renewed
+credential files (runtime/credential_files.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from replicator.loop import Replicator
 from replicator.metrics import ReplicatorMetrics
 from replicator.topics import ensure_staging
 from runtime import GracefulShutdown, Health, Settings, admin_client, get_logger
+from runtime.credential_files import DESTINATION, SOURCE
 from runtime.liveness import Heartbeat
 from runtime.role import freeze_startup_garbage, run_role
 
@@ -43,4 +45,6 @@ def run() -> int:
         with heartbeat:
             replicator.run()
 
-    return run_role("replicator", work, registry=metrics.registry, member=True)
+    return run_role(
+        "replicator", work, registry=metrics.registry, member=True, clusters=(SOURCE, DESTINATION)
+    )

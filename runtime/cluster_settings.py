@@ -34,6 +34,9 @@ class ClusterSettings(BaseModel):
     # Not variables themselves: filled from <cluster>_PROPERTIES_* (runtime.properties).
     properties: dict[str, str] = Field(default_factory=dict)
     secret_properties: dict[str, SecretStr] = Field(default_factory=dict)
+    # The file each `_FILE` property's value was read from, by property name (watched by
+    # runtime/credential_files.py: a renewed secret is loaded by a restart).
+    property_files: dict[str, str] = Field(default_factory=dict)
 
     def client_config(self) -> dict[str, str]:
         """bootstrap.servers and the passthrough properties, ready for confluent_kafka."""

@@ -194,19 +194,30 @@ def _named_in(properties: tuple[ClientProperty, ...], reason: str) -> ClientProp
 
 def _redact(reason: str, properties: Iterable[ClientProperty]) -> str:
     """librdkafka may quote a value it refuses; a secret one must not reach the message."""
-    for prop in properties:
-        if prop.secret and prop.value:
+    return masked(reason, [prop.value for prop in properties if prop.secret])
+
+
+def masked(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with every one of ``secrets`` in it shown as ``****``."""
+    for secret in secrets:
+        if secret:
             # As a whole word only: a secret "p" must not turn "property" into "****roperty".
-            whole = rf"(?<!\w){re.escape(prop.value)}(?!\w)"
-            reason = re.sub(whole, MASK, reason)
-    return reason
+            whole = rf"(?<!\w){re.escape(secret)}(?!\w)"
+            text = re.sub(whole, MASK, text)
+    return text
 
 
 def _rejection(properties: Iterable[ClientProperty]) -> str | None:
-    config: dict[str, object] = {prop.name: prop.value for prop in properties}
+    return librdkafka_refusal({prop.name: prop.value for prop in properties})
+
+
+def librdkafka_refusal(config: Mapping[str, object]) -> str | None:
+    """Why librdkafka refuses to make a client of ``config`` (unmasked), or None. Certificates,
+    keys and CA files are loaded and checked against each other here; without bootstrap servers
+    nothing connects and nothing is queued, and the client is dropped at once."""
+    config = {name: value for name, value in config.items() if name != "bootstrap.servers"}
     config["logger"] = _SILENT
     try:
-        # Dropped at once: without bootstrap servers nothing connects and nothing is queued.
         Producer(config)
     except KafkaException as exc:
         return str(kafka_error_of(exc).str())

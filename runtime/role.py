@@ -16,6 +16,12 @@ from confluent_kafka import KafkaException
 from prometheus_client import CollectorRegistry, ProcessCollector
 
 from runtime.broker_reach import BROKER_REACH
+from runtime.credential_files import (
+    CertificateValidity,
+    CredentialFiles,
+    CredentialWatch,
+    WatchedFile,
+)
 from runtime.errors import ConfigError, ExactlyError, FencedError
 from runtime.flow_label import FlowLabelledRegistry
 from runtime.http import Health, serve_http
@@ -28,6 +34,9 @@ from runtime.shutdown import GracefulShutdown
 
 EXIT_FATAL = 1
 EXIT_CONFIG = 2
+# Drained to start again with renewed credential files (runtime/credential_files.py): a restart
+# asked for, not a failure. Not 0, which a `restart: on-failure` policy would leave stopped.
+EXIT_RELOAD = 3
 # Longer than anything a role loop may legitimately wait for (admin calls, rebalance flushes).
 LOOP_SILENCE_S = 120.0
 
@@ -40,6 +49,7 @@ def run_role(
     *,
     registry: CollectorRegistry,
     member: bool = False,
+    clusters: tuple[str, ...] = (),
 ) -> int:
     """Run `work` as the process's role; returns the exit status.
 
@@ -49,6 +59,9 @@ def run_role(
 
     A ``member`` (a stage, a static member of its group) holds its identity's host-local claim
     for its whole life, from before its first client (runtime/identity.py).
+
+    ``clusters`` are those its clients connect to (``"source"``, ``"destination"``): their
+    credential files are watched, and renewed ones end the work by a drain and ``EXIT_RELOAD``.
     """
     try:
         settings = load_settings()
@@ -65,14 +78,24 @@ def run_role(
         )
         return EXIT_CONFIG
     try:
-        return _serve(role, work, settings, registry=registry, member=member)
+        return _serve(role, work, settings, registry=registry, member=member, clusters=clusters)
     finally:
         _destroy_clients()
 
 
 def _serve(
-    role: str, work: Work, settings: Settings, *, registry: CollectorRegistry, member: bool
+    role: str,
+    work: Work,
+    settings: Settings,
+    *,
+    registry: CollectorRegistry,
+    member: bool,
+    clusters: tuple[str, ...],
 ) -> int:
+    # What the credential files hold now, as close as can be to when the settings read the
+    # `_FILE` values and before any client loads a certificate.
+    credential_files = CredentialFiles(settings, clusters)
+    renewed: list[WatchedFile] = []
     configure_logging(settings.log_level, role, json=settings.log_format == "json")
     # A crash in a client's native code (SIGSEGV, SIGABRT) prints every thread's Python stack
     # to the role's log before the process dies, so that a signal exit says where it came from.
@@ -96,6 +119,8 @@ def _serve(
             ProcessCollector(registry=registry)
             # Brokers the process's clients fail to reach (the ExactlyBrokerUnreachable alert).
             registry.register(BROKER_REACH)
+            # When its client certificates expire (the ExactlyCertificateExpiring alert).
+            registry.register(CertificateValidity(settings, clusters))
             server = serve_http(
                 settings.metrics_port,
                 registry=FlowLabelledRegistry(registry, settings.flow),
@@ -105,6 +130,18 @@ def _serve(
             if server is not None:
                 held.enter_context(server)
             shutdown = held.enter_context(GracefulShutdown())
+            if settings.credentials_check_ms > 0:
+
+                def on_renewed(files: list[WatchedFile]) -> None:
+                    renewed.extend(files)
+                    log.info(
+                        "credential files renewed; draining to start again with them",
+                        files=", ".join(str(file) for file in files),
+                    )
+                    shutdown.request("credential files renewed")
+
+                interval_s = settings.credentials_check_ms / 1000
+                held.enter_context(CredentialWatch(credential_files, interval_s, on_renewed))
             work(settings, health, shutdown, Heartbeat(health, LOOP_SILENCE_S))
     except ConfigError as exc:
         # A combination only this role needs (checked by its work before it starts).
@@ -116,6 +153,9 @@ def _serve(
     except ExactlyError as exc:
         _log_fatal(log, role, settings, exc)
         return EXIT_FATAL
+    if renewed:
+        log.info(f"{role} stopped to start again with renewed credentials", exit_status=EXIT_RELOAD)
+        return EXIT_RELOAD
     log.info(f"{role} stopped cleanly")
     return 0
 

@@ -322,6 +322,17 @@ class Settings(BaseSettings):
         description="The address `METRICS_PORT` binds to: `0.0.0.0` (every IPv4 address, what a "
         "container's probes need), `127.0.0.1` to keep it on the host, `::` for IPv6.",
     )
+    credentials_check_ms: int = Field(
+        10_000,
+        ge=0,
+        le=3_600_000,
+        alias="EXACTLY_CREDENTIALS_CHECK_MS",
+        description="How often a role looks at the files its clients' credentials come from "
+        "(every `ssl.*.location` and `..._PROPERTIES_<PROPERTY>_FILE`): librdkafka reads them "
+        "only when a client is made, so when they change (a renewed certificate) and librdkafka "
+        "accepts the new ones, the role drains and exits 3 to start again with them; `0` turns "
+        "the watch off.",
+    )
     log_level: LogLevel = Field(
         "INFO", alias="EXACTLY_LOG_LEVEL", description="`DEBUG`, `INFO`, `WARNING` or `ERROR`."
     )

@@ -62,6 +62,7 @@ def load_from(model: type[Settings], environ: Mapping[str, str] | None = None) -
         data[cluster] = {
             "properties": {p.name: p.value for p in properties if not p.secret},
             "secret_properties": {p.name: SecretStr(p.value) for p in properties if p.secret},
+            "property_files": {p.name: p.path for p in properties if p.path is not None},
         }
     for variable in variables(model):
         if variable.name in env:

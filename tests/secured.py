@@ -12,7 +12,7 @@ the files to look for the passwords where they must not be.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import pytest
 
@@ -22,6 +22,7 @@ from localkafka import LocalCluster
 from localkafka.security import USERS
 from runtime import load_settings
 from tests.backends import KafkaBackend
+from tests.kafka_helpers import create_topic
 
 
 def secured_clusters(*backends: KafkaBackend) -> list[LocalCluster]:
@@ -58,6 +59,29 @@ def secured_flow(
         role: {**env, **secured_pair_environment(source_cluster, target_cluster, role)}
         for role in ROLES
     }
+
+
+def secured_topic_flow(
+    source: KafkaBackend,
+    target: KafkaBackend,
+    unique_topic: Callable[[str], str],
+    partitions: int,
+    **extra: str,
+) -> dict[str, dict[str, str]]:
+    """Each role's environment (``secured_flow``) of a flow of one new source topic of
+    ``partitions``, its name taken from ``unique_topic``, with ``extra`` variables."""
+    topic = unique_topic("secured")
+    create_topic(source.bootstrap_servers, topic, partitions)
+    env = {
+        "KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS": source.bootstrap_servers,
+        "KAFKA_CLUSTERS_DESTINATION_BOOTSTRAP_SERVERS": target.bootstrap_servers,
+        "REPLICATION_TOPICS_INCLUDE": topic,
+        "REPLICATION_FLOW": unique_topic("flow").replace(".", "-")[-90:],
+        "METRICS_PORT": "0",
+        **extra,
+    }
+    groups = [extra["OFFSETSYNC_GROUPS_INCLUDE"]] if "OFFSETSYNC_GROUPS_INCLUDE" in extra else []
+    return secured_flow(source, target, env, [topic], groups)
 
 
 def secrets_of(*clusters: LocalCluster) -> list[str]:

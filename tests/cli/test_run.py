@@ -150,3 +150,43 @@ def test_json_logs_and_process_metrics_on_the_address_asked(
         ("replicator", "127.0.0.1"),
         ("deduplicator", "127.0.0.1"),
     }
+
+
+def test_exactly_run_starts_roles_again_at_once_when_their_credential_files_change(
+    source_cluster, target_cluster, tmp_path, unique_topic
+):
+    """A property read from a file (here the harmless client.id) is a credential file like a
+    certificate: when it changes, each role using it drains, exits 3 and is started again at
+    once, with no back-off and nothing lost or duplicated."""
+    topic = unique_topic("renewed")
+    env = _traffic_flow(source_cluster, target_cluster, tmp_path, unique_topic, {topic: 2})
+    client_id = tmp_path / "client-id"
+    client_id.write_text("exactly-before\n")
+    port = free_port_block(3)
+    env.update(
+        METRICS_PORT=str(port),
+        EXACTLY_CREDENTIALS_CHECK_MS="500",
+        KAFKA_CLUSTERS_DESTINATION_PROPERTIES_CLIENT_ID_FILE=str(client_id),
+    )
+    produce_numbered(source_cluster.bootstrap_servers, topic, 2, 0, 300)
+    with role_processes(tmp_path) as processes:
+        supervisor = processes.start("exactly", env, args=("run",), name="run")
+        source = read_source(source_cluster.bootstrap_servers, [topic])
+        assert_exactly_once(source_cluster, source, _await_destination(target_cluster, source))
+
+        renewed = tmp_path / "client-id.new"
+        renewed.write_text("exactly-after\n")
+        os.replace(renewed, client_id)
+        for role in ("replicator", "deduplicator"):
+            supervisor.wait_for_log(f"role starting again with renewed credentials.*child={role}")
+            supervisor.wait_for_log(rf"role started.*child={role}.*start=2", 30)
+        produce_numbered(source_cluster.bootstrap_servers, topic, 2, 300, 300)
+        source = read_source(source_cluster.bootstrap_servers, [topic])
+        assert_exactly_once(source_cluster, source, _await_destination(target_cluster, source))
+        metrics = scrape(port)
+        assert sample(metrics, "exactly_run_role_restarts_total", role="deduplicator") == 1
+        assert sample(metrics, "exactly_run_role_up", role="deduplicator") == 1
+        assert supervisor.terminate(90) == 0
+        log = supervisor.log_text()
+    assert "role exited; starting again" not in log
+    assert "exit_status=3" in log

@@ -36,6 +36,15 @@ def _series(name: str, **labels: str) -> str:
     return name + "{" + ",".join(f'{key}="{value}"' for key, value in labels.items()) + "}"
 
 
+def _certificate_validity(*, not_before: str, not_after: str) -> dict[str, str]:
+    """The two gauges of one process's certificate for the destination (Unix seconds)."""
+    labels = {"flow": "f", "cluster": "destination", "job": "d", "instance": "d:1"}
+    return {
+        _series("exactly_client_certificate_not_before_timestamp_seconds", **labels): not_before,
+        _series("exactly_client_certificate_not_after_timestamp_seconds", **labels): not_after,
+    }
+
+
 CASES = [
     Case(
         "stage 2 stands still while staging holds records: only that flow, not the one writing",
@@ -393,6 +402,27 @@ CASES = [
             ): "1x5 0x10"
         },
         "12m",
+    ),
+    Case(
+        "a certificate valid for 100 minutes still in use 92 minutes in",
+        "ExactlyCertificateExpiring",
+        _certificate_validity(not_before="0x100", not_after="6000x100"),
+        "92m",
+        [
+            {
+                "severity": "warning",
+                "flow": "f",
+                "cluster": "destination",
+                "job": "d",
+                "instance": "d:1",
+            }
+        ],
+    ),
+    Case(
+        "a certificate renewed and loaded at two thirds of its validity",
+        "ExactlyCertificateExpiring",
+        _certificate_validity(not_before="0x66 4000x40", not_after="6000x66 10000x40"),
+        "100m",
     ),
     Case(
         "a broker out of reach for minutes",

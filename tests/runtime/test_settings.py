@@ -432,6 +432,7 @@ def test_render_config_lists_every_variable_with_defaults_marked():
     env = {**SEED, "METRICS_PORT": "9500", f"{SOURCE}PROPERTIES_SASL_PASSWORD": "hunter2"}
     env[f"{SOURCE}PROPERTIES_ACKS"] = "all"
     assert render_config(load_settings(env)) == (
+        "EXACTLY_CREDENTIALS_CHECK_MS=10000  # default\n"
         "EXACTLY_LOG_FORMAT=text  # default\n"
         "EXACTLY_LOG_LEVEL=INFO  # default\n"
         "EXACTLY_SPARK_JARS=  # default\n"

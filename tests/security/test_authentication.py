@@ -6,24 +6,16 @@ from __future__ import annotations
 import pytest
 
 from localkafka.security import make_credentials
-from tests.kafka_helpers import create_topic
 from tests.replication.processes import role_processes
-from tests.secured import secured_flow
+from tests.secured import secured_topic_flow
 
 
 def _secured_role(source_cluster, target_cluster, unique_topic, role: str) -> dict[str, str]:
     """``role``'s environment of a flow of one new topic between the secured listeners."""
-    topic = unique_topic("auth")
-    create_topic(source_cluster.bootstrap_servers, topic, 1)
-    env = {
-        "KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS": source_cluster.bootstrap_servers,
-        "KAFKA_CLUSTERS_DESTINATION_BOOTSTRAP_SERVERS": target_cluster.bootstrap_servers,
-        "REPLICATION_TOPICS_INCLUDE": topic,
-        "REPLICATION_FLOW": unique_topic("flow").replace(".", "-")[-90:],
-        "OFFSETSYNC_GROUPS_INCLUDE": "auth-group",
-        "METRICS_PORT": "0",
-    }
-    return secured_flow(source_cluster, target_cluster, env, [topic], ["auth-group"])[role]
+    envs = secured_topic_flow(
+        source_cluster, target_cluster, unique_topic, 1, OFFSETSYNC_GROUPS_INCLUDE="auth-group"
+    )
+    return envs[role]
 
 
 def _fatal_line(tmp_path, role: str, env: dict[str, str]) -> tuple[str, str]:
