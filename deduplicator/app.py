@@ -55,6 +55,7 @@ def run() -> int:
             metrics,
             lambda: shutdown.requested,
             heartbeat.beat,
+            lambda: shutdown.exit_status,
         )
         health.set_ready(True)
         log.info("deduplicator started", flow=settings.flow, staging=settings.names.staging)

@@ -75,11 +75,12 @@ class HungProducers:
                 producer.flush(0)
             self._hung.remove((producer, thread))
 
-    def leave(self) -> None:
+    def leave(self, clean_status: int = 0) -> None:
         """On the way out: a producer still stuck in its call must not meet the interpreter's
         teardown (clients destroyed under a running call, or at exit, crash natively). Its
-        transaction is fenced and aborted already; exit now, as a clean drain would (status 0)
-        unless an error is on its way out (1)."""
+        transaction is fenced and aborted already; exit now, as a clean drain would
+        (``clean_status``: 0, or 3 to start again with renewed credentials) unless an error is
+        on its way out (1)."""
         self.reap()
         if not self._hung:
             return
@@ -89,4 +90,4 @@ class HungProducers:
             hung_producers=len(self._hung),
         )
         logging.shutdown()
-        os._exit(1 if failing else 0)
+        os._exit(1 if failing else clean_status)

@@ -67,6 +67,7 @@ class Deduplicator:
         metrics: DeduplicatorMetrics,
         should_stop: Callable[[], bool],
         beat: Callable[[], None] = lambda: None,
+        clean_exit_status: Callable[[], int] = lambda: 0,
     ) -> None:
         self.settings = settings
         self.changelog_topic = changelog_topic
@@ -74,6 +75,7 @@ class Deduplicator:
         self.metrics = metrics
         self._should_stop = should_stop
         self._beat = beat
+        self._clean_exit_status = clean_exit_status  # the process's, after a drain
         self._transactional_id = settings.names.deduplicator_transactional_id(instance_id)
         self._txn = OpenTransaction()
         self._destinations = output.Destinations(settings)
@@ -169,7 +171,7 @@ class Deduplicator:
             self.consumer.close()
             self.producer.close()
             self.partitions.close()
-            self._hung.leave()
+            self._hung.leave(self._clean_exit_status())
 
     def _process(self, message: Message) -> None:
         error = message.error()

@@ -241,7 +241,7 @@ def _look_after(role: str, child: _Child, metrics: _Metrics) -> None:
 
 def _drain(children: Mapping[str, _Child], metrics: _Metrics) -> bool:
     """SIGTERM to every role at once, then wait for each within one deadline; whether all
-    exited 0 (a role waiting out its back-off has nothing to drain)."""
+    drained, exit 0 or 3 (a role waiting out its back-off has nothing to drain)."""
     running = {role: c for role, c in children.items() if c.process.is_running()}
     for child in running.values():
         child.process.ask_to_stop()
@@ -250,7 +250,7 @@ def _drain(children: Mapping[str, _Child], metrics: _Metrics) -> bool:
     for role, child in running.items():
         status = child.process.await_stop(deadline - time.monotonic())
         metrics.up.labels(role).set(0)
-        if status == 0:
+        if status in (0, EXIT_RELOAD):  # 3: it was draining for renewed credentials already
             log.info("role drained", child=role)
         else:
             clean = False

@@ -13,9 +13,11 @@ and librdkafka accepts them together; then the role is asked to stop, drains as 
 exits ``EXIT_RELOAD``, and whatever restarts it (``exactly run`` at once, an orchestrator by its
 restart policy) starts it with the new files. Files librdkafka refuses (a key that does not match
 its certificate, a file half-written) are logged once at ERROR and the role keeps the credentials
-it has: a broken renewal must not stop a flow that works. And when no renewal comes, the
-validity of the certificate a process presents is exported (``CertificateValidity``), for an
-alert well before it expires.
+it has. What only a broker can judge (a password the cluster does not know yet, a certificate
+from a CA it does not trust) is not checked here: the restarted role stops at start-up naming
+the refusal (runtime/clients.py), as any role given refused credentials. And when no renewal
+comes, the validity of the certificate a process presents is exported (``CertificateValidity``),
+for an alert well before it expires.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ SOURCE = "source"
 DESTINATION = "destination"
 
 _LOCATION_SUFFIX = ".location"
+_JOIN_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,17 +58,21 @@ class WatchedFile:
 
 
 def watched_files(settings: Settings, clusters: Iterable[str]) -> list[WatchedFile]:
-    """The credential files of ``clusters``' clients: every ``*.location`` property naming a
+    """The credential files of ``clusters``' clients: every ``ssl.*.location`` property naming a
     file or directory that exists (not ``probe``), and every property read from a ``_FILE``."""
     found = []
     for cluster in clusters:
         cluster_settings = getattr(settings, cluster)
         for name, value in sorted(cluster_settings.properties.items()):
-            if name.endswith(_LOCATION_SUFFIX) and os.path.exists(value):
+            if _is_tls_file(name) and os.path.exists(value):
                 found.append(WatchedFile(cluster, name, value, secret=False))
         for name, path in sorted(cluster_settings.property_files.items()):
             found.append(WatchedFile(cluster, name, path, secret=True))
     return found
+
+
+def _is_tls_file(name: str) -> bool:
+    return name.startswith("ssl.") and name.endswith(_LOCATION_SUFFIX)
 
 
 def fingerprint(path: str) -> str:
@@ -90,13 +97,33 @@ def _bytes(path: str) -> bytes:
         return file.read()
 
 
+def _read_secret(path: str) -> tuple[str, str | None]:
+    """A `_FILE` property's value as the settings read it (runtime/properties.py), or why it
+    cannot be read: a reason that never shows a byte of it."""
+    try:
+        with open(path, encoding="utf-8") as file:
+            return file.read().rstrip("\r\n"), None
+    except OSError as exc:
+        return "", f"cannot read the file: {exc.strerror}"
+    except UnicodeDecodeError:
+        return "", "the file is not UTF-8 text"
+
+
+def _digest(value: str) -> str:
+    return hashlib.sha256(value.encode()).hexdigest()
+
+
 class CredentialFiles:
     """What the files held when the role's clients were made, and one look at them at a time."""
 
     def __init__(self, settings: Settings, clusters: Iterable[str]) -> None:
         self._settings = settings
         self.files = watched_files(settings, clusters)
-        self._loaded = self._now()
+        # A secret as the settings loaded it, not as its file holds it now: a change since
+        # then is a change, and one of its trailing newline alone is none.
+        self._loaded = self._now() | {
+            file: _digest(self._loaded_secret(file)) for file in self.files if file.secret
+        }
         self._seen: dict[WatchedFile, str] | None = None  # a change seen at the last look
         self._refused: dict[WatchedFile, str] | None = None  # a change already reported
 
@@ -130,7 +157,18 @@ class CredentialFiles:
         return changed
 
     def _now(self) -> dict[WatchedFile, str]:
-        return {file: fingerprint(file.path) for file in self.files}
+        return {file: self._fingerprint(file) for file in self.files}
+
+    @staticmethod
+    def _fingerprint(file: WatchedFile) -> str:
+        if not file.secret:
+            return fingerprint(file.path)
+        value, unreadable = _read_secret(file.path)
+        return unreadable or _digest(value)
+
+    def _loaded_secret(self, file: WatchedFile) -> str:
+        cluster_settings = getattr(self._settings, file.cluster)
+        return str(cluster_settings.secret_properties[file.property].get_secret_value())
 
     def _refusal(self, cluster: str) -> str | None:
         """Why librdkafka would not make a client of ``cluster`` with the files as they are now
@@ -142,11 +180,9 @@ class CredentialFiles:
         ]
         for file in self.files:
             if file.cluster == cluster and file.secret:
-                try:
-                    with open(file.path, encoding="utf-8") as opened:
-                        value = opened.read().rstrip("\r\n")  # as the settings read it
-                except (OSError, UnicodeDecodeError) as exc:
-                    return f"{file}: cannot read the file: {exc}"
+                value, unreadable = _read_secret(file.path)
+                if unreadable:
+                    return f"{file}: {unreadable}"
                 config[file.property] = value
                 secrets.append(value)
         reason = librdkafka_refusal(config)
@@ -235,7 +271,9 @@ class CredentialWatch:
     ) -> None:
         self._stop.set()
         if self._thread.is_alive():
-            self._thread.join()
+            # Bounded: a look that hangs (a client being made) must not hold up the exit of a
+            # role that has drained; the thread is a daemon.
+            self._thread.join(_JOIN_S)
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval_s):

@@ -95,7 +95,7 @@ def _serve(
     # What the credential files hold now, as close as can be to when the settings read the
     # `_FILE` values and before any client loads a certificate.
     credential_files = CredentialFiles(settings, clusters)
-    renewed: list[WatchedFile] = []
+    exit_status = 0
     configure_logging(settings.log_level, role, json=settings.log_format == "json")
     # A crash in a client's native code (SIGSEGV, SIGABRT) prints every thread's Python stack
     # to the role's log before the process dies, so that a signal exit says where it came from.
@@ -133,16 +133,18 @@ def _serve(
             if settings.credentials_check_ms > 0:
 
                 def on_renewed(files: list[WatchedFile]) -> None:
-                    renewed.extend(files)
+                    if shutdown.requested:
+                        return  # already draining: the files are loaded at the next start
                     log.info(
                         "credential files renewed; draining to start again with them",
                         files=", ".join(str(file) for file in files),
                     )
-                    shutdown.request("credential files renewed")
+                    shutdown.request("credential files renewed", exit_status=EXIT_RELOAD)
 
                 interval_s = settings.credentials_check_ms / 1000
                 held.enter_context(CredentialWatch(credential_files, interval_s, on_renewed))
             work(settings, health, shutdown, Heartbeat(health, LOOP_SILENCE_S))
+            exit_status = shutdown.exit_status
     except ConfigError as exc:
         # A combination only this role needs (checked by its work before it starts).
         print(f"exactly {role}: configuration error: {exc}", file=sys.stderr)
@@ -153,9 +155,9 @@ def _serve(
     except ExactlyError as exc:
         _log_fatal(log, role, settings, exc)
         return EXIT_FATAL
-    if renewed:
-        log.info(f"{role} stopped to start again with renewed credentials", exit_status=EXIT_RELOAD)
-        return EXIT_RELOAD
+    if exit_status == EXIT_RELOAD:
+        log.info(f"{role} stopped to start again with renewed credentials", exit_status=exit_status)
+        return exit_status
     log.info(f"{role} stopped cleanly")
     return 0
 

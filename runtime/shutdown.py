@@ -33,11 +33,14 @@ class GracefulShutdown:
     """The stop request of a process: from SIGTERM/SIGINT inside the ``with``, or ``request``.
 
     Entering installs the signal handlers (main thread only); leaving restores the previous
-    ones. ``reason`` is the first request's: ``"SIGTERM"``, ``"SIGINT"`` or ``request``'s.
+    ones. ``reason`` is the first request's: ``"SIGTERM"``, ``"SIGINT"`` or ``request``'s, and
+    ``exit_status`` the status a drain after it ends the process with (0 unless ``request``
+    said otherwise).
     """
 
     def __init__(self) -> None:
         self._reason: str | None = None
+        self._exit_status = 0
         self._event = threading.Event()  # wakes wait() at once on request() from any thread
         self._lock = threading.Lock()  # request() against request(); the handler never takes it
         self._warned = False
@@ -51,11 +54,17 @@ class GracefulShutdown:
     def reason(self) -> str | None:
         return self._reason
 
-    def request(self, reason: str) -> None:
-        """Ask the process to stop (a fatal error, a test); the first reason is kept."""
+    @property
+    def exit_status(self) -> int:
+        return self._exit_status
+
+    def request(self, reason: str, exit_status: int = 0) -> None:
+        """Ask the process to stop (a fatal error, a test, renewed credentials); the first
+        request's reason and exit status are kept: a SIGTERM already draining stays a SIGTERM."""
         with self._lock:
             first = self._reason is None
             if first:
+                self._exit_status = exit_status
                 self._reason = reason
         self._event.set()
         if first:

@@ -65,3 +65,32 @@ def test_a_hang_past_the_budget_exits_when_no_stuck_call_ends(exits, monkeypatch
         producers.add(_StuckProducer(), _hang(never))
     assert exits == ["send_offsets_to_transaction"]
     never.set()
+
+
+@pytest.mark.parametrize(
+    ("clean_status", "failing", "status"),
+    [(0, False, 0), (3, False, 3), (3, True, 1)],
+)
+def test_leaving_with_a_producer_still_stuck_exits_with_the_drain_s_status(
+    monkeypatch, clean_status, failing, status
+):
+    """A drain for renewed credentials ends with 3 even when a stuck producer makes stage 2
+    leave without teardown: exit 0 would leave it stopped under a restart-on-failure policy."""
+    exited: list[int] = []
+
+    def _exit(code: int) -> None:
+        exited.append(code)
+
+    monkeypatch.setattr(hung_module.os, "_exit", _exit)
+    producers = HungProducers()
+    never = threading.Event()
+    producers.add(_StuckProducer(), _hang(never))
+    if failing:
+        try:
+            raise RuntimeError("on its way out")
+        except RuntimeError:
+            producers.leave(clean_status)
+    else:
+        producers.leave(clean_status)
+    assert exited == [status]
+    never.set()

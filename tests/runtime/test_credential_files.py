@@ -8,6 +8,8 @@ import datetime
 import logging
 import os
 import shutil
+import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,7 +17,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from localkafka.security import Credentials, make_credentials, renewed_certificate
-from runtime import load_settings
+from runtime import credential_files, load_settings
 from runtime.credential_files import DESTINATION, SOURCE, CertificateValidity, CredentialFiles
 from runtime.role import EXIT_RELOAD, run_role
 
@@ -144,6 +146,34 @@ def role_logging() -> Iterator[None]:
     root.setLevel(level)
 
 
+def test_a_refusal_never_shows_a_secret(credentials, mounted, monkeypatch, caplog):
+    """librdkafka may quote a value it refuses: the new password read from its file, and the
+    loaded ones, are masked in the ERROR line."""
+    caplog.set_level(logging.INFO, logger="runtime.credential_files")
+
+    def quoting(config):
+        return f"refused {config['sasl.password']} and {config['ssl.ca.location']}"
+
+    monkeypatch.setattr(credential_files, "librdkafka_refusal", quoting)
+    files = CredentialFiles(load_settings(environment(mounted)), (SOURCE,))
+    replace(mounted / "password", b"the-rotated-password\n")
+    assert files.renewed() == []
+    assert files.renewed() == []
+    [refusal] = [record for record in caplog.records if record.levelname == "ERROR"]
+    error = refusal.event_fields["error"]  # type: ignore[attr-defined]
+    assert error == f"refused **** and {mounted / 'ca.pem'}"
+    assert "the-rotated-password" not in caplog.text
+
+
+def test_a_secret_file_rewritten_with_its_value_unchanged_is_no_renewal(mounted):
+    """The value as the settings read it counts (a trailing newline is not part of it)."""
+    files = CredentialFiles(load_settings(environment(mounted)), (SOURCE,))
+    password = (mounted / "password").read_text().rstrip("\n")
+    replace(mounted / "password", password.encode())  # without its newline now
+    assert files.renewed() == []
+    assert files.renewed() == []
+
+
 def test_renewed_credentials_end_the_role_by_a_drain_with_exit_3(
     credentials, mounted, monkeypatch, capfd, role_logging
 ):
@@ -164,6 +194,25 @@ def test_renewed_credentials_end_the_role_by_a_drain_with_exit_3(
     assert 'msg="credential files renewed; draining to start again with them"' in log
     assert f"{mounted / 'tls.key'} (destination ssl.key.location)" in log
     assert 'msg="replicator stopped to start again with renewed credentials" exit_status=3' in log
+
+
+def test_a_renewal_seen_while_a_sigterm_drains_keeps_the_exit_0(
+    credentials, mounted, monkeypatch, capfd, role_logging
+):
+    for name, value in environment(mounted).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("EXACTLY_CREDENTIALS_CHECK_MS", "100")
+
+    def work(settings, health, shutdown, heartbeat):
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert shutdown.wait(5)
+        renew(credentials, mounted)
+        time.sleep(0.5)  # five looks, while the drain goes on: none may change its status
+
+    assert run_role("replicator", work, registry=CollectorRegistry(), clusters=(DESTINATION,)) == 0
+    log = capfd.readouterr().err
+    assert 'msg="replicator stopped cleanly"' in log
+    assert "draining to start again" not in log
 
 
 def test_with_the_watch_off_renewed_credentials_leave_the_role_running(
