@@ -277,7 +277,13 @@ class CredentialWatch:
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval_s):
-            renewed = self._files.renewed()
+            try:
+                renewed = self._files.renewed()
+            except Exception:  # a bug here must not pass unseen: the role runs on without it
+                log.exception(
+                    "the credential watch failed; renewed files are loaded at the next start"
+                )
+                return
             if renewed:
                 self._on_renewed(renewed)
                 return

@@ -251,3 +251,20 @@ def test_the_certificate_in_use_has_its_validity_exported(credentials, mounted):
     assert (
         registry.get_sample_value(not_after, {"cluster": "source"}) is None
     )  # SCRAM, no certificate
+
+
+def test_a_watch_that_fails_says_so_and_leaves_the_role_running(mounted, monkeypatch, caplog):
+    caplog.set_level(logging.INFO, logger="runtime.credential_files")
+    files = CredentialFiles(load_settings(environment(mounted)), (DESTINATION,))
+
+    def broken() -> list:
+        raise OSError("a bug")
+
+    monkeypatch.setattr(files, "renewed", broken)
+    renewed: list = []
+    with credential_files.CredentialWatch(files, 0.01, renewed.append) as watch:
+        watch._thread.join(5)
+        assert not watch._thread.is_alive()
+    assert renewed == []
+    [failed] = [record for record in caplog.records if record.levelname == "ERROR"]
+    assert failed.getMessage().startswith("the credential watch failed")
