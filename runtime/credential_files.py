@@ -27,11 +27,12 @@ import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from types import TracebackType
+from typing import Self
 
 from cryptography import x509
 from prometheus_client.core import GaugeMetricFamily
 
+from runtime.closeable import Closeable
 from runtime.logs import get_logger
 from runtime.properties import librdkafka_refusal, masked
 from runtime.settings import Settings
@@ -121,8 +122,9 @@ class CredentialFiles:
         self.files = watched_files(settings, clusters)
         # A secret as the settings loaded it, not as its file holds it now: a change since
         # then is a change, and one of its trailing newline alone is none.
-        self._loaded = self._now() | {
-            file: _digest(self._loaded_secret(file)) for file in self.files if file.secret
+        self._loaded = {
+            file: _digest(self._loaded_secret(file)) if file.secret else fingerprint(file.path)
+            for file in self.files
         }
         self._seen: dict[WatchedFile, str] | None = None  # a change seen at the last look
         self._refused: dict[WatchedFile, str] | None = None  # a change already reported
@@ -242,9 +244,10 @@ def _certificate_validity(config: Mapping[str, str]) -> tuple[float, float] | No
     )
 
 
-class CredentialWatch:
+class CredentialWatch(Closeable):
     """A thread that looks at the credential files every ``interval_s`` and calls ``on_renewed``
-    once, with the files renewed, when ``CredentialFiles.renewed`` finds some."""
+    once, with the files renewed, when ``CredentialFiles.renewed`` finds some; ``with`` starts
+    it and stops it."""
 
     def __init__(
         self,
@@ -258,17 +261,12 @@ class CredentialWatch:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="credential-watch", daemon=True)
 
-    def __enter__(self) -> CredentialWatch:
+    def __enter__(self) -> Self:
         if self._files.files:
             self._thread.start()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def close(self) -> None:
         self._stop.set()
         if self._thread.is_alive():
             # Bounded: a look that hangs (a client being made) must not hold up the exit of a

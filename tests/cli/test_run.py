@@ -12,6 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from localkafka import free_port_block
 from tests.deploy.deployed import queried_metrics
+from tests.files import replace_file
 from tests.kafka_helpers import produce_numbered
 from tests.replication.processes import role_processes
 from tests.replication.scrape import await_metric, sample, scrape, total
@@ -37,6 +38,12 @@ def _exported_names(expositions) -> set[str]:
     return names
 
 
+def _assert_copied_exactly_once(source_cluster, target_cluster, topic: str) -> None:
+    """Every record the source topic holds now reaches the destination exactly once."""
+    source = read_source(source_cluster.bootstrap_servers, [topic])
+    assert_exactly_once(source_cluster, source, _await_destination(target_cluster, source))
+
+
 def test_exactly_run_restarts_a_killed_role_and_copies_exactly_once(
     source_cluster, target_cluster, tmp_path, unique_topic
 ):
@@ -50,8 +57,7 @@ def test_exactly_run_restarts_a_killed_role_and_copies_exactly_once(
         started = supervisor.wait_for_log(r"role started.*child=deduplicator.*pid=(\d+)", 60)
         for role in ("replicator", "offsetsync"):
             supervisor.wait_for_log(f"role started.*child={role}")
-        source = read_source(source_cluster.bootstrap_servers, [topic])
-        assert_exactly_once(source_cluster, source, _await_destination(target_cluster, source))
+        _assert_copied_exactly_once(source_cluster, target_cluster, topic)
         # Every metric the shipped dashboard and alert rules query is one of these processes'.
         exported = _exported_names(scrape(port + i) for i in range(4))
         for where, names in queried_metrics().items():
@@ -84,8 +90,7 @@ def test_exactly_run_restarts_a_killed_role_and_copies_exactly_once(
         await_metric(port, "exactly_run_role_restarts_total", 1, role="deduplicator")
         supervisor.wait_for_log(r"role started.*child=deduplicator.*start=2", 30)
         produce_numbered(source_cluster.bootstrap_servers, topic, 3, 600, 600)
-        source = read_source(source_cluster.bootstrap_servers, [topic])
-        assert_exactly_once(source_cluster, source, _await_destination(target_cluster, source))
+        _assert_copied_exactly_once(source_cluster, target_cluster, topic)
         metrics = scrape(port)
         assert sample(metrics, "exactly_run_role_restarts_total", role="deduplicator") == 1
         assert sample(metrics, "exactly_run_role_restarts_total", role="replicator") == 0
@@ -171,18 +176,14 @@ def test_exactly_run_starts_roles_again_at_once_when_their_credential_files_chan
     produce_numbered(source_cluster.bootstrap_servers, topic, 2, 0, 300)
     with role_processes(tmp_path) as processes:
         supervisor = processes.start("exactly", env, args=("run",), name="run")
-        source = read_source(source_cluster.bootstrap_servers, [topic])
-        assert_exactly_once(source_cluster, source, _await_destination(target_cluster, source))
+        _assert_copied_exactly_once(source_cluster, target_cluster, topic)
 
-        renewed = tmp_path / "client-id.new"
-        renewed.write_text("exactly-after\n")
-        os.replace(renewed, client_id)
+        replace_file(client_id, b"exactly-after\n")
         for role in ("replicator", "deduplicator"):
             supervisor.wait_for_log(f"role starting again with renewed credentials.*child={role}")
             supervisor.wait_for_log(rf"role started.*child={role}.*start=2", 30)
         produce_numbered(source_cluster.bootstrap_servers, topic, 2, 300, 300)
-        source = read_source(source_cluster.bootstrap_servers, [topic])
-        assert_exactly_once(source_cluster, source, _await_destination(target_cluster, source))
+        _assert_copied_exactly_once(source_cluster, target_cluster, topic)
         metrics = scrape(port)
         assert sample(metrics, "exactly_run_role_restarts_total", role="deduplicator") == 1
         assert sample(metrics, "exactly_run_role_up", role="deduplicator") == 1

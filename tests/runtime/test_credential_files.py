@@ -20,6 +20,7 @@ from localkafka.security import Credentials, make_credentials, renewed_certifica
 from runtime import credential_files, load_settings
 from runtime.credential_files import DESTINATION, SOURCE, CertificateValidity, CredentialFiles
 from runtime.role import EXIT_RELOAD, run_role
+from tests.files import replace_file
 
 USER = "alice"
 _DAY = datetime.timedelta(days=1)
@@ -62,17 +63,10 @@ def environment(mounted: Path) -> dict[str, str]:
     }
 
 
-def replace(path: Path, data: bytes) -> None:
-    """As a mounted secret changes: the new file whole, in one rename."""
-    new = path.with_name(path.name + ".new")
-    new.write_bytes(data)
-    os.replace(new, path)
-
-
 def renew(credentials: Credentials, mounted: Path) -> None:
     certificate, key = renewed_certificate(credentials, USER, _DAY)
-    replace(mounted / "tls.crt", certificate)
-    replace(mounted / "tls.key", key)
+    replace_file(mounted / "tls.crt", certificate)
+    replace_file(mounted / "tls.key", key)
 
 
 def paths(files) -> list[str]:
@@ -111,7 +105,7 @@ def test_a_certificate_without_its_new_key_is_refused_once_and_the_role_keeps_it
     caplog.set_level(logging.INFO, logger="runtime.credential_files")
     files = CredentialFiles(load_settings(environment(mounted)), (DESTINATION,))
     certificate, key = renewed_certificate(credentials, USER, _DAY)
-    replace(mounted / "tls.crt", certificate)  # the old key no longer matches it
+    replace_file(mounted / "tls.crt", certificate)  # the old key no longer matches it
     for _look in range(4):
         assert files.renewed() == []
     [refusal] = [record for record in caplog.records if record.levelname == "ERROR"]
@@ -119,7 +113,7 @@ def test_a_certificate_without_its_new_key_is_refused_once_and_the_role_keeps_it
     fields = refusal.event_fields  # type: ignore[attr-defined]
     assert fields["files"] == f"{mounted / 'tls.crt'} (destination ssl.certificate.location)"
     assert "ssl.key.location failed" in fields["error"]
-    replace(mounted / "tls.key", key)  # the writer is done
+    replace_file(mounted / "tls.key", key)  # the writer is done
     assert files.renewed() == []
     assert paths(files.renewed()) == ["tls.crt", "tls.key"]
 
@@ -127,7 +121,7 @@ def test_a_certificate_without_its_new_key_is_refused_once_and_the_role_keeps_it
 def test_a_rotated_password_file_is_acted_on_and_never_shown(mounted, caplog):
     caplog.set_level(logging.INFO, logger="runtime.credential_files")
     files = CredentialFiles(load_settings(environment(mounted)), (SOURCE,))
-    replace(mounted / "password", b"the-rotated-password\n")
+    replace_file(mounted / "password", b"the-rotated-password\n")
     assert files.renewed() == []
     assert paths(files.renewed()) == ["password"]
     assert "the-rotated-password" not in caplog.text
@@ -156,7 +150,7 @@ def test_a_refusal_never_shows_a_secret(credentials, mounted, monkeypatch, caplo
 
     monkeypatch.setattr(credential_files, "librdkafka_refusal", quoting)
     files = CredentialFiles(load_settings(environment(mounted)), (SOURCE,))
-    replace(mounted / "password", b"the-rotated-password\n")
+    replace_file(mounted / "password", b"the-rotated-password\n")
     assert files.renewed() == []
     assert files.renewed() == []
     [refusal] = [record for record in caplog.records if record.levelname == "ERROR"]
@@ -169,7 +163,7 @@ def test_a_secret_file_rewritten_with_its_value_unchanged_is_no_renewal(mounted)
     """The value as the settings read it counts (a trailing newline is not part of it)."""
     files = CredentialFiles(load_settings(environment(mounted)), (SOURCE,))
     password = (mounted / "password").read_text().rstrip("\n")
-    replace(mounted / "password", password.encode())  # without its newline now
+    replace_file(mounted / "password", password.encode())  # without its newline now
     assert files.renewed() == []
     assert files.renewed() == []
 
@@ -233,8 +227,8 @@ def test_the_certificate_in_use_has_its_validity_exported(credentials, mounted):
     """What the ExactlyCertificateExpiring alert reads: the validity of the certificate each
     cluster's clients present, none for a cluster without one."""
     certificate, key = renewed_certificate(credentials, USER, datetime.timedelta(hours=2))
-    replace(mounted / "tls.crt", certificate)
-    replace(mounted / "tls.key", key)
+    replace_file(mounted / "tls.crt", certificate)
+    replace_file(mounted / "tls.key", key)
     registry = CollectorRegistry()
     registry.register(
         CertificateValidity(load_settings(environment(mounted)), (SOURCE, DESTINATION))

@@ -14,6 +14,7 @@ from confluent_kafka import Producer
 
 from localkafka.security import renewed_certificate
 from runtime.role import EXIT_RELOAD
+from tests.files import replace_file
 from tests.replication.processes import RoleProcess, role_processes
 from tests.replication.scrape import free_port, sample, scrape
 from tests.replication.staging import assert_exactly_once, await_records, read_source
@@ -54,11 +55,9 @@ def _expires_in_s(env: dict[str, str]) -> float:
 
 
 def _write(directory: Path, certificate: bytes, key: bytes) -> None:
-    """As a mounted Secret changes: each new file whole, in one rename."""
-    for name, data in (("tls.crt", certificate), ("tls.key", key)):
-        new = directory / f"{name}.new"
-        new.write_bytes(data)
-        os.replace(new, directory / name)
+    """A certificate and its key, as a certificate manager renews them in a mounted Secret."""
+    replace_file(directory / "tls.crt", certificate)
+    replace_file(directory / "tls.key", key)
 
 
 def test_a_renewed_certificate_is_loaded_before_the_expired_one_stops_the_flow(
