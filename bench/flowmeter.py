@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from confluent_kafka import Consumer, IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from bench.common import process_cpu_seconds
+from bench.common import jit_cpu_seconds, process_cpu_seconds
 from localkafka import process_tree
 
 TICK_S = 0.1
@@ -178,6 +178,7 @@ class RunTiming:
     cpu_role: float = 0.0  # the candidate's processes, between first output and all visible
     cpu_each: list[float] = field(default_factory=list)  # the same per process, in role_pids order
     cpu_brokers: float = 0.0  # both brokers, same interval
+    cpu_brokers_jit: float = 0.0  # of which their JIT compiler threads
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -198,6 +199,17 @@ def cpu_seconds(pids: Sequence[int | None]) -> float:
         except (FileNotFoundError, ProcessLookupError):
             continue
     return total
+
+
+def broker_cpu_seconds(pids: Sequence[int | None]) -> tuple[float, float]:
+    """CPU seconds of the brokers, and of those the part their JIT compilers spent."""
+    jit = 0.0
+    for pid in pids:
+        try:
+            jit += jit_cpu_seconds(pid)
+        except FileNotFoundError:
+            continue
+    return cpu_seconds(pids), jit
 
 
 def await_copies(
@@ -235,7 +247,7 @@ def await_copies(
     partitions = sum(n for _topic, n in destinations)
     deadline = time.monotonic() + timeout_s
     cpu_each: list[float] = []
-    cpu_brokers = 0.0
+    cpu_brokers = (0.0, 0.0)
     try:
         while len(done) < partitions:
             check_alive()
@@ -249,7 +261,7 @@ def await_copies(
                 if first.total() > 0:
                     timing.first_output = time.monotonic()
                     cpu_each = [cpu_seconds([pid]) for pid in role_pids()]
-                    cpu_brokers = cpu_seconds(broker_pids)
+                    cpu_brokers = broker_cpu_seconds(broker_pids)
                 else:
                     time.sleep(TICK_S)
                     continue
@@ -270,14 +282,16 @@ def _count_cpu(
     role_pids: Sequence[int | None],
     cpu_each: list[float],
     broker_pids: Sequence[int | None],
-    cpu_brokers: float,
+    cpu_brokers: tuple[float, float],
 ) -> None:
     """The CPU seconds used since the first output, from the counts taken then."""
     timing.cpu_each = [
         cpu_seconds([pid]) - before for pid, before in zip(role_pids, cpu_each, strict=True)
     ]
     timing.cpu_role = sum(timing.cpu_each)
-    timing.cpu_brokers = cpu_seconds(broker_pids) - cpu_brokers
+    brokers, jit = broker_cpu_seconds(broker_pids)
+    timing.cpu_brokers = brokers - cpu_brokers[0]
+    timing.cpu_brokers_jit = jit - cpu_brokers[1]
 
 
 def _completion_reader(target: str) -> Consumer:

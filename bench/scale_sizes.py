@@ -31,7 +31,15 @@ from bench.clusters import bench_clusters
 from bench.common import interrupt
 from bench.mirrormaker import ensure_mirrormaker
 from bench.pipeline_candidates import add_pipeline_env
-from bench.scale_partitions import CANDIDATES, Copy, ScaleBench, Tier, run_tier, warm_up
+from bench.scale_partitions import (
+    CANDIDATES,
+    Copy,
+    ScaleBench,
+    Tier,
+    cpu_ratio,
+    run_tier,
+    warm_up,
+)
 
 # Kafka's default max.message.bytes (1048588) with room for a record's key, headers and batch.
 _DEFAULT_LIMIT = 1_000_000
@@ -45,21 +53,18 @@ def record_limit(size: int) -> int:
 def _report(results: dict[int, list[Copy | None]]) -> None:
     print(
         "\nvalue bytes  records   ours/MM2-EOS  MB/s plain  ours  MM2-EOS  "
-        "cpu/rec ours/MM2 (roles+brokers)"
+        "cpu/rec ours/MM2 (roles+brokers, without JIT)"
     )
     for size, copies in results.items():
         plain, ours, mm2 = copies
         if plain is None or ours is None or mm2 is None:
             print(f"{size:>11,}  (a candidate failed: no ratios)")
             continue
-        cpu = (ours.timing.cpu_role + ours.timing.cpu_brokers) / (
-            mm2.timing.cpu_role + mm2.timing.cpu_brokers
-        )
         megabytes = [copy.rate * size / 1e6 for copy in (plain, ours, mm2)]
         print(
             f"{size:>11,} {ours.records:>8,} {ours.rate / mm2.rate:>13.2f}x "
             + "".join(f"{mb:>6.1f}" for mb in megabytes)
-            + f"   {cpu:>10.2f}x"
+            + f"   {cpu_ratio(ours, mm2)}"
         )
 
 
