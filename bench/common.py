@@ -52,23 +52,25 @@ def process_cpu_seconds(pid: int | None) -> float:
 _JIT_THREADS = ("C1 CompilerThre", "C2 CompilerThre")
 
 
-def jit_cpu_seconds(pid: int | None) -> float:
+def jit_cpu_seconds(pid: int) -> float:
     """utime + stime of a JVM's JIT compiler threads, live ones only: with two CPUs HotSpot runs
     one of each kind for the JVM's life, but an extra one it stops on a larger machine takes its
-    count with it, so a difference may read low there. A
-    broker started for a bench compiles for minutes, and that CPU lands on whichever candidate
-    copies meanwhile: 22-42 % of the target broker's CPU in the 1 MiB copies of 2026-11-29."""
+    count with it, so a difference may read low there. A broker started for a bench is still
+    compiling minutes later, and that CPU lands on whichever candidate copies meanwhile
+    (docs/performance.md, record sizes)."""
     total = 0.0
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
             if (task / "comm").read_text().strip() in _JIT_THREADS:
                 total += _cpu_seconds(task / "stat")
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):
             continue  # the thread ended between the listing and the read
     return total
 
 
 def _cpu_seconds(stat: Path) -> float:
+    # The name, in parentheses, may hold spaces: fields are counted after its closing one, where
+    # utime and stime, stat's fields 14 and 15 (proc(5)), are the 12th and 13th.
     fields = stat.read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 

@@ -15,6 +15,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from confluent_kafka import Consumer, IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
@@ -201,15 +202,23 @@ def cpu_seconds(pids: Sequence[int | None]) -> float:
     return total
 
 
-def broker_cpu_seconds(pids: Sequence[int | None]) -> tuple[float, float]:
-    """CPU seconds of the brokers, and of those the part their JIT compilers spent."""
+class BrokerCpu(NamedTuple):
+    """CPU seconds of the brokers, and the part of them their JIT compilers spent."""
+
+    total: float
+    jit: float
+
+
+def broker_cpu_seconds(pids: Sequence[int | None]) -> BrokerCpu:
     jit = 0.0
     for pid in pids:
+        if pid is None:
+            continue
         try:
             jit += jit_cpu_seconds(pid)
-        except FileNotFoundError:
-            continue
-    return cpu_seconds(pids), jit
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # a broker that is gone, as cpu_seconds takes it
+    return BrokerCpu(cpu_seconds(pids), jit)
 
 
 def await_copies(
@@ -247,7 +256,7 @@ def await_copies(
     partitions = sum(n for _topic, n in destinations)
     deadline = time.monotonic() + timeout_s
     cpu_each: list[float] = []
-    cpu_brokers = (0.0, 0.0)
+    cpu_brokers = BrokerCpu(0.0, 0.0)
     try:
         while len(done) < partitions:
             check_alive()
@@ -282,16 +291,16 @@ def _count_cpu(
     role_pids: Sequence[int | None],
     cpu_each: list[float],
     broker_pids: Sequence[int | None],
-    cpu_brokers: tuple[float, float],
+    cpu_brokers: BrokerCpu,
 ) -> None:
     """The CPU seconds used since the first output, from the counts taken then."""
     timing.cpu_each = [
         cpu_seconds([pid]) - before for pid, before in zip(role_pids, cpu_each, strict=True)
     ]
     timing.cpu_role = sum(timing.cpu_each)
-    brokers, jit = broker_cpu_seconds(broker_pids)
-    timing.cpu_brokers = brokers - cpu_brokers[0]
-    timing.cpu_brokers_jit = jit - cpu_brokers[1]
+    now = broker_cpu_seconds(broker_pids)
+    timing.cpu_brokers = now.total - cpu_brokers.total
+    timing.cpu_brokers_jit = now.jit - cpu_brokers.jit
 
 
 def _completion_reader(target: str) -> Consumer:

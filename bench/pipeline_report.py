@@ -20,7 +20,8 @@ def report_throughput(row: Row) -> None:
     )
     print(
         f"  {'candidate':<24} {'records/s':>10} {'MB/s':>6} {'seconds':>7} {'start-up':>8} "
-        f"{'cpu s/M':>7} {'brokers':>7} {'x plain':>7} {'x MM2 EOS':>9} {'extra offsets':>13}"
+        f"{'cpu s/M':>7} {'brokers':>7} {'(JIT)':>7} {'x plain':>7} {'x MM2 EOS':>9} "
+        f"{'extra offsets':>13}"
     )
     for name, timing in row.timings.items():
         print(
@@ -28,6 +29,7 @@ def report_throughput(row: Row) -> None:
             f"{megabytes / timing.seconds:>6.1f} {timing.seconds:>7.1f} {timing.startup:>8.1f} "
             f"{timing.cpu_role / row.count * 1e6:>7.2f} "
             f"{timing.cpu_brokers / row.count * 1e6:>7.2f} "
+            f"{timing.cpu_brokers_jit / row.count * 1e6:>7.2f} "
             f"{plain / timing.seconds:>7.2f} {eos / timing.seconds:>9.2f} "
             f"{row.extra_offsets[name]:>13,}"
         )

@@ -272,10 +272,10 @@ def cpu_ratio(ours: Copy, mm2: Copy) -> str:
     (bench.common.jit_cpu_seconds)."""
     a, b = ours.timing, mm2.timing
     whole = (a.cpu_role + a.cpu_brokers) / (b.cpu_role + b.cpu_brokers)
-    warm = (a.cpu_role + a.cpu_brokers - a.cpu_brokers_jit) / (
+    without_jit = (a.cpu_role + a.cpu_brokers - a.cpu_brokers_jit) / (
         b.cpu_role + b.cpu_brokers - b.cpu_brokers_jit
     )
-    return f"{whole:>10.2f}x {warm:>14.2f}x"
+    return f"{whole:>13.2f}x {without_jit:>11.2f}x"
 
 
 def _report(results: dict[str, list[Copy | None]]) -> None:
@@ -287,7 +287,7 @@ def _report(results: dict[str, list[Copy | None]]) -> None:
     mm2_12 = next(c for c in first if c and c.candidate == "MM2 exactly-once")
     print(
         "\ntier        ours/MM2-EOS  ours/ours@first  MM2/MM2@first  "
-        "cpu/rec ours/MM2 (roles+brokers, without JIT)"
+        "cpu/rec ours/MM2 (roles+brokers; without JIT)"
     )
     for name, copies in results.items():
         plain, ours, mm2 = (copy for copy in copies if copy is not None)

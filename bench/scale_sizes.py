@@ -53,7 +53,7 @@ def record_limit(size: int) -> int:
 def _report(results: dict[int, list[Copy | None]]) -> None:
     print(
         "\nvalue bytes  records   ours/MM2-EOS  MB/s plain  ours  MM2-EOS  "
-        "cpu/rec ours/MM2 (roles+brokers, without JIT)"
+        "cpu/rec ours/MM2 (roles+brokers; without JIT)"
     )
     for size, copies in results.items():
         plain, ours, mm2 = copies
