@@ -45,7 +45,21 @@ def nearest_rank(values: Sequence[float], q: float) -> float | None:
 
 def process_cpu_seconds(pid: int | None) -> float:
     """utime + stime of one process, from /proc (FileNotFoundError once it is gone)."""
-    return _cpu_seconds(Path(f"/proc/{pid}/stat"))
+    return _stat_cpu_seconds(Path(f"/proc/{pid}/stat").read_text())
+
+
+def thread_cpu_seconds(pid: int) -> list[tuple[float, str]]:
+    """Each live thread of ``pid``: its utime + stime and its name as the kernel keeps it (cut to
+    15 characters). A thread that ends while they are read is left out; a process that is gone
+    raises FileNotFoundError."""
+    threads = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            stat = (task / "stat").read_text()
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # the thread ended between the listing and the read
+        threads.append((_stat_cpu_seconds(stat), stat[stat.index("(") + 1 : stat.rindex(")")]))
+    return threads
 
 
 # The JVM's JIT compiler threads ("C2 CompilerThread0", cut to 15 characters by the kernel).
@@ -58,20 +72,13 @@ def jit_cpu_seconds(pid: int) -> float:
     count with it, so a difference may read low there. A broker started for a bench is still
     compiling minutes later, and that CPU lands on whichever candidate copies meanwhile
     (docs/performance.md, record sizes)."""
-    total = 0.0
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            if (task / "comm").read_text().strip() in _JIT_THREADS:
-                total += _cpu_seconds(task / "stat")
-        except (FileNotFoundError, ProcessLookupError):
-            continue  # the thread ended between the listing and the read
-    return total
+    return sum(seconds for seconds, name in thread_cpu_seconds(pid) if name in _JIT_THREADS)
 
 
-def _cpu_seconds(stat: Path) -> float:
+def _stat_cpu_seconds(stat: str) -> float:
     # The name, in parentheses, may hold spaces: fields are counted after its closing one, where
     # utime and stime, stat's fields 14 and 15 (proc(5)), are the 12th and 13th.
-    fields = stat.read_text().rsplit(")", 1)[1].split()
+    fields = stat.rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 

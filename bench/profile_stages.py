@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from confluent_kafka import Consumer, TopicPartition
 
 from bench.clusters import bench_clusters
-from bench.common import CLK_TCK, committed_total
+from bench.common import committed_total, thread_cpu_seconds
 from bench.replicator_throughput import PARTITIONS, create_topic, fill
 from runtime.names import FlowNames
 
@@ -91,7 +91,7 @@ def _profile(
             sys.exit(f"{role} exited with {process.returncode}; see {out / f'{role}.log'}")
         time.sleep(0.1)
     seconds = time.monotonic() - started
-    threads = _thread_cpu(process.pid)
+    threads = sorted(thread_cpu_seconds(process.pid), reverse=True)
     process.send_signal(signal.SIGTERM)
     process.wait(60)
     sampler.wait(60)
@@ -139,16 +139,6 @@ def _print_shares(stacks: dict[str, int], top: int = 25) -> None:
 def _name(frame: str) -> str:
     match = _FRAME.match(frame)
     return f"{match.group(1)} ({match.group(2)})" if match else frame
-
-
-def _thread_cpu(pid: int) -> list[tuple[float, str]]:
-    threads = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        stat = (task / "stat").read_text()
-        fields = stat.rsplit(")", 1)[1].split()
-        name = stat[stat.index("(") + 1 : stat.rindex(")")]
-        threads.append(((int(fields[11]) + int(fields[12])) / CLK_TCK, name))
-    return sorted(threads, reverse=True)
 
 
 def _reached(bootstrap: str, group: str, topic: str, count: int) -> Callable[[], bool]:
