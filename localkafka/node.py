@@ -48,6 +48,13 @@ KAFKA_MAIN = "kafka.Kafka"
 # The server Kafka's own zookeeper-server-start.sh runs, from the ZooKeeper jar that Kafka
 # before 4.0 depends on.
 ZOOKEEPER_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+# Which of the JVM's compilers a node runs: "quick" (the default) stops at the first tier (C1);
+# "full" is Java's own default (C1, then C2 for hot code), as a long-running production broker
+# has it. Local clusters are fresh JVMs, two to six on a machine of few cores, each living for
+# minutes: with "full" their C2 compiler threads took 22-42 % of a target broker's CPU in a
+# 1 MiB copy, competing with every process a test or bench times (docs/testing.md).
+JIT_VARIABLE = "LOCALKAFKA_JIT"
+_JIT_OPTIONS = {"quick": ["-XX:TieredStopAtLevel=1"], "full": []}
 
 
 class KafkaNode:
@@ -122,6 +129,7 @@ class KafkaNode:
             "-XX:MaxGCPauseMillis=20",
             "-XX:+ExitOnOutOfMemoryError",
             "-Djava.awt.headless=true",
+            *jit_options(),
             *self._class_sharing(distribution),
             *self._logging_options(),
             "-cp",
@@ -255,6 +263,17 @@ class KafkaNode:
             if (self.directory / "pid").read_text().strip() == str(pid):
                 (self.directory / "pid").unlink()
         self._process = None
+
+
+def jit_options() -> list[str]:
+    """The JVM options for the compilers `LOCALKAFKA_JIT` names (`quick` when unset)."""
+    chosen = os.environ.get(JIT_VARIABLE, "").strip() or "quick"
+    try:
+        return list(_JIT_OPTIONS[chosen])
+    except KeyError:
+        raise ClusterStartError(
+            f"{JIT_VARIABLE}={chosen!r}: expected one of {', '.join(sorted(_JIT_OPTIONS))}"
+        ) from None
 
 
 def java_executable() -> str:

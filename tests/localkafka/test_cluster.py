@@ -17,6 +17,7 @@ from localkafka import (
     ensure_class_archive,
 )
 from localkafka.layout import uses_zookeeper
+from localkafka.node import JIT_VARIABLE, jit_options
 from tests.kafka_helpers import create_topic, read_at_least
 
 
@@ -98,3 +99,26 @@ def test_every_node_maps_the_class_archive_that_speeds_its_start(own_cluster):
         # Mapped, not only named on the command line: a JVM that rejects an archive runs on.
         maps = Path(f"/proc/{process.pid}/maps").read_text()
         assert str(archive) in maps, f"the {process.role} did not map {archive}"
+
+
+def _compiler_threads(pid: int) -> set[str]:
+    names = {(task / "comm").read_text().strip() for task in Path(f"/proc/{pid}/task").iterdir()}
+    return {name for name in names if "CompilerThre" in name}
+
+
+@pytest.mark.parametrize(("jit", "compilers"), [(None, {"C1"}), ("full", {"C1", "C2"})])
+def test_nodes_run_the_compilers_localkafka_jit_names(own_cluster, monkeypatch, jit, compilers):
+    if jit is None:
+        monkeypatch.delenv(JIT_VARIABLE, raising=False)
+    else:
+        monkeypatch.setenv(JIT_VARIABLE, jit)
+    own_cluster.start(tie_to_parent=True)
+    for process in (own_cluster.controller, own_cluster.broker):
+        threads = _compiler_threads(process.pid)
+        assert {name.split()[0] for name in threads} == compilers, (process.role, threads)
+
+
+def test_a_compiler_choice_that_is_not_one_is_named(monkeypatch):
+    monkeypatch.setenv(JIT_VARIABLE, "fast")
+    with pytest.raises(ClusterStartError, match="LOCALKAFKA_JIT='fast': expected one of full"):
+        jit_options()
