@@ -1,5 +1,6 @@
 """Kafka brokers this process cannot reach: librdkafka's connection failures as one WARNING per
-broker with a count, an INFO line when they stop, and two metrics.
+broker with a count, an INFO line when they stop, and two metrics; and certificates refused in
+a TLS handshake, as one ERROR per broker with a count and a metric.
 
 librdkafka logs every failed attempt to connect at ERROR (facility FAIL, "Connect to
 ipv4#10.0.0.5:9092 failed: Connection refused") and hands it to ``error_cb`` as well. While a
@@ -27,8 +28,24 @@ a connection set-up that times out, a send or receive the network cuts off. An e
 connection that drops ("Disconnected", in state UP for 2 s or more: a broker going down) is not
 one: its line goes to DEBUG and the reconnect decides. Anything else keeps librdkafka's level, for
 it is a setting or a credential to fix, not a broker out of reach: SSL and SASL failures, a
-certificate refused (a TLS alert in a "Receive failed"), a disconnect during the handshake or in
-a connection's first seconds (how a wrong security.protocol shows).
+disconnect during the handshake or in a connection's first seconds (how a wrong
+security.protocol shows).
+
+A certificate refused in a TLS handshake (runtime.kafka_errors.certificate_refused_in: the
+broker's TLS alert against ours, or ours failing to verify its) stops a role at start-up
+(runtime/clients.py). Met later, by a role that runs (a certificate expired and not renewed, a
+broker's trust store changed, a broker's certificate renewed from a CA ours does not hold),
+librdkafka says each attempt at ERROR twice (its line, and every client's ``error_cb``), and
+nothing counts it. Here it is a run like an unreachable broker's, said at ERROR, for no retry
+mends it::
+
+    level=error msg="kafka broker refused this client's certificate" broker=10.0.0.5:9093
+        error="Receive failed: ... alert certificate expired: SSL alert number 45"
+    level=error msg="kafka broker still refuses this client's certificate" ... failures=6
+
+and counted in ``exactly_broker_certificate_refusals_total{broker,certificate}`` (client: ours
+was refused; broker: we could not verify the broker's), which the ExactlyCertificateRefused
+alert reads. The role goes on: the brokers that accept it still serve their partitions.
 
 "No longer failing" is inferred from quiet, and claims no more: librdkafka reports a successful
 connection only in its debug log, repeats an identical failure at most every 30 s, and stops
@@ -48,6 +65,7 @@ from typing import Literal
 from confluent_kafka import KafkaError
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from runtime.kafka_errors import CertificateRefusal, certificate_refused_in
 from runtime.logs import get_logger
 
 # No failure for this long and a broker counts as no longer failing: longer than librdkafka's
@@ -63,7 +81,9 @@ _SETTLED_MS = 2000
 
 _log = get_logger(__name__)
 
-Kind = Literal["failure", "dropped"]
+# failure: the broker cannot be reached; dropped: an established connection closed; refused: a
+# TLS handshake refused a certificate, the client's or the broker's.
+Kind = Literal["failure", "dropped", "refused"]
 _Line = tuple[Callable[..., None], str, dict[str, object]]
 
 
@@ -72,9 +92,48 @@ class BrokerEvent:
     """One connection-level line of librdkafka about one broker."""
 
     broker: str  # host:port, as the cluster advertises it
-    kind: Kind  # failure: it cannot be reached; dropped: an established connection closed
+    kind: Kind
     detail: str  # librdkafka's words, without its "(after ...)" suffix
     attempts: int  # this failure and the identical ones librdkafka left unsaid before it
+    refused: CertificateRefusal | None = None  # kind "refused": whose certificate
+
+
+@dataclass(frozen=True, slots=True)
+class _Words:
+    """What a run of one kind of failure is called: its first line and the count every summary
+    (both said by ``say``), the end after quiet (at INFO)."""
+
+    say: Callable[..., None]
+    first: str
+    still: str
+    ended: str
+    certificate: str = ""  # a refusal's label: whose certificate (CertificateRefusal's value)
+
+
+_UNREACHABLE = _Words(
+    _log.warning,
+    "kafka broker unreachable",
+    "kafka broker still unreachable",
+    "kafka broker no longer failing",
+)
+# A refused certificate is for an operator to mend, and no retry mends it: an ERROR, but one per
+# broker and summary, not librdkafka's two per attempt and client (its line and error_cb's).
+_REFUSED = {
+    CertificateRefusal.CLIENT: _Words(
+        _log.error,
+        "kafka broker refused this client's certificate",
+        "kafka broker still refuses this client's certificate",
+        "kafka broker no longer refusing this client's certificate",
+        CertificateRefusal.CLIENT.value,
+    ),
+    CertificateRefusal.BROKER: _Words(
+        _log.error,
+        "kafka broker's certificate could not be verified",
+        "kafka broker's certificate still cannot be verified",
+        "kafka broker's certificate no longer failing verification",
+        CertificateRefusal.BROKER.value,
+    ),
+}
 
 
 _THREAD = re.compile(r"\[thrd:[^\]]*\]: ")
@@ -88,7 +147,7 @@ _SUFFIX = re.compile(
 )
 # "Connect to ipv4#10.0.0.5:9092 failed: ..." (how a logical broker's line may begin).
 _CONNECT_ADDRESS = re.compile(r"Connect to (?:ipv[46]#)?(?P<address>\S+:\d+) failed: ")
-_UNREACHABLE = re.compile(
+_UNREACHABLE_TEXT = re.compile(
     r"Connect to \S+ failed: .+"
     r"|Failed to resolve '[^']*': .+"
     r"|Connection setup timed out in state (?:CONNECT|SSL_HANDSHAKE|APIVERSION_QUERY)"
@@ -127,9 +186,11 @@ def parse(text: str) -> BrokerEvent | None:
         return None
     suffix = _SUFFIX.search(rest)
     detail = rest if suffix is None else rest[: suffix.start()]
-    if _UNREACHABLE.fullmatch(detail):
-        unsaid = int(suffix["unsaid"] or 0) if suffix is not None else 0
+    unsaid = int(suffix["unsaid"] or 0) if suffix is not None else 0
+    if _UNREACHABLE_TEXT.fullmatch(detail):
         return BrokerEvent(address, "failure", detail, 1 + unsaid)
+    if (refused := certificate_refused_in(detail)) is not None:
+        return BrokerEvent(address, "refused", detail, 1 + unsaid, refused)
     if (
         _DROPPED.fullmatch(detail)
         and suffix is not None
@@ -150,7 +211,9 @@ def broker_out_of_reach(error: KafkaError) -> bool:
 
 
 @dataclass
-class _Broker:
+class _Run:
+    """One broker's failures of one kind: a run while they keep coming, and their count."""
+
     failures: int = 0  # since the process started (the counter)
     since: float | None = None  # the first failure of the current run; None: not failing
     last: float = 0.0  # the latest failure
@@ -161,10 +224,10 @@ class _Broker:
 
 
 class BrokerReach:
-    """Which brokers this process's Kafka clients fail to reach (module docstring): a logging
-    filter for librdkafka's lines, a Prometheus collector, and a daemon thread that says when a
-    run of failures has a count due or has ended. Thread-safe: librdkafka's lines come from
-    whichever thread polls a client."""
+    """Which brokers this process's Kafka clients fail to reach, or reach only to have a
+    certificate refused (module docstring): a logging filter for librdkafka's lines, a
+    Prometheus collector, and a daemon thread that says when a run of failures has a count due
+    or has ended. Thread-safe: librdkafka's lines come from whichever thread polls a client."""
 
     def __init__(
         self,
@@ -180,7 +243,7 @@ class BrokerReach:
         self._clock = clock
         self._tick_s = tick_s
         self._lock = threading.Lock()
-        self._brokers: dict[str, _Broker] = {}
+        self._runs: dict[tuple[str, _Words], _Run] = {}
         self._ticker: threading.Thread | None = None
         self._all_down_unsaid = 0
         self._all_down_said: float | None = None
@@ -188,13 +251,14 @@ class BrokerReach:
     # -- what comes in --------------------------------------------------------------------------
 
     def filter(self, record: logging.LogRecord) -> bool:
-        """The filter of ``LIBRDKAFKA_LOG``: a broker failure is counted (and said once), its
-        line and a dropped connection's go on at DEBUG; any other line passes unchanged."""
+        """The filter of ``LIBRDKAFKA_LOG``: a broker failure or a refused certificate is
+        counted (and said once), its line and a dropped connection's go on at DEBUG; any other
+        line passes unchanged."""
         text = _fail_text(record)
         event = None if text is None else parse(text)
         if event is None:
             return True
-        if event.kind == "failure":
+        if event.kind != "dropped":
             self.failed(event)
         if not logging.getLogger(record.name).isEnabledFor(logging.DEBUG):
             return False
@@ -202,20 +266,22 @@ class BrokerReach:
         return True
 
     def failed(self, event: BrokerEvent) -> None:
-        """Count a failure to reach ``event.broker``; the first of a run is said at once."""
+        """Count a failure to reach ``event.broker`` or a certificate it refused; the first of a
+        run is said at once."""
+        words = _UNREACHABLE if event.refused is None else _REFUSED[event.refused]
         lines: list[_Line] = []
         with self._lock:
             now = self._clock()
-            broker = self._brokers.setdefault(event.broker, _Broker())
-            broker.failures += event.attempts
-            broker.last, broker.detail = now, event.detail
-            if broker.since is None:
-                broker.since, broker.run, broker.unsaid, broker.said = now, event.attempts, 0, now
+            run = self._runs.setdefault((event.broker, words), _Run())
+            run.failures += event.attempts
+            run.last, run.detail = now, event.detail
+            if run.since is None:
+                run.since, run.run, run.unsaid, run.said = now, event.attempts, 0, now
                 fields: dict[str, object] = {"broker": event.broker, "error": event.detail}
-                lines.append((_log.warning, "kafka broker unreachable", fields))
+                lines.append((words.say, words.first, fields))
             else:
-                broker.run += event.attempts
-                broker.unsaid += event.attempts
+                run.run += event.attempts
+                run.unsaid += event.attempts
             self._keep_ticking()
         _say(lines)
 
@@ -242,39 +308,39 @@ class BrokerReach:
         lines: list[_Line] = []
         with self._lock:
             now = self._clock()
-            for address, broker in self._brokers.items():
-                if broker.since is None:
+            for (address, words), run in self._runs.items():
+                if run.since is None:
                     continue
-                if now - broker.last >= self.quiet_s:
+                if now - run.last >= self.quiet_s:
                     fields: dict[str, object] = {
                         "broker": address,
-                        "failures": broker.run,
-                        "failing_s": round(broker.last - broker.since, 1),
+                        "failures": run.run,
+                        "failing_s": round(run.last - run.since, 1),
                         "quiet_s": self.quiet_s,
                     }
-                    lines.append((_log.info, "kafka broker no longer failing", fields))
-                    broker.since = None
-                elif broker.unsaid and now - broker.said >= self.summary_s:
+                    lines.append((_log.info, words.ended, fields))
+                    run.since = None
+                elif run.unsaid and now - run.said >= self.summary_s:
                     fields = {
                         "broker": address,
-                        "failures": broker.unsaid,
-                        "failing_s": round(now - broker.since, 1),
-                        "error": broker.detail,
+                        "failures": run.unsaid,
+                        "failing_s": round(now - run.since, 1),
+                        "error": run.detail,
                     }
-                    lines.append((_log.warning, "kafka broker still unreachable", fields))
-                    broker.unsaid, broker.said = 0, now
+                    lines.append((words.say, words.still, fields))
+                    run.unsaid, run.said = 0, now
             failing = self._failing()
         _say(lines)
         return failing
 
     def failing(self) -> dict[str, float]:
-        """Each broker failing now, with how long it has been (seconds)."""
+        """Each broker out of reach now, with how long it has been (seconds)."""
         with self._lock:
             now = self._clock()
             return {
-                address: now - broker.since
-                for address, broker in self._brokers.items()
-                if broker.since is not None
+                address: now - run.since
+                for (address, words), run in self._runs.items()
+                if words is _UNREACHABLE and run.since is not None
             }
 
     def describe(self) -> Iterable[Metric]:
@@ -284,17 +350,20 @@ class BrokerReach:
         with self._lock:
             now = self._clock()
             rows = [
-                (address, 0.0 if b.since is None else now - b.since, b.failures)
-                for address, b in sorted(self._brokers.items())
+                (address, words, 0.0 if r.since is None else now - r.since, r.failures)
+                for (address, words), r in sorted(self._runs.items(), key=lambda kv: kv[0][0])
             ]
-        unreachable, failures = self._families()
-        for address, seconds, count in rows:
-            unreachable.add_metric([address], seconds)
-            failures.add_metric([address], count)
-        return [unreachable, failures]
+        unreachable, failures, refusals = self._families()
+        for address, words, seconds, count in rows:
+            if words is _UNREACHABLE:
+                unreachable.add_metric([address], seconds)
+                failures.add_metric([address], count)
+            else:
+                refusals.add_metric([address, words.certificate], count)
+        return [unreachable, failures, refusals]
 
     @staticmethod
-    def _families() -> tuple[GaugeMetricFamily, CounterMetricFamily]:
+    def _families() -> tuple[GaugeMetricFamily, CounterMetricFamily, CounterMetricFamily]:
         return (
             GaugeMetricFamily(
                 "exactly_broker_unreachable_seconds",
@@ -309,12 +378,19 @@ class BrokerReach:
                 "(refused, unresolved, timed out, cut off).",
                 labels=["broker"],
             ),
+            CounterMetricFamily(
+                "exactly_broker_certificate_refusals",
+                "TLS handshakes with the broker that refused a certificate: this process's "
+                "(certificate=client: the broker did not accept it) or the broker's "
+                "(certificate=broker: this process could not verify it).",
+                labels=["broker", "certificate"],
+            ),
         )
 
     # -- the thread -----------------------------------------------------------------------------
 
     def _failing(self) -> bool:
-        return any(broker.since is not None for broker in self._brokers.values())
+        return any(run.since is not None for run in self._runs.values())
 
     def _keep_ticking(self) -> None:
         """Start the ticking thread unless it runs; called holding the lock."""

@@ -47,13 +47,13 @@ PREFETCH_DEFAULTS: dict[str, object] = {
 def log_client_error(log: EventLogger, error: KafkaError, **fields: object) -> None:
     """The line of an ``error_cb`` for ``error``, with ``fields`` first.
 
-    A broker out of reach is DEBUG here: librdkafka's own line of the same failure goes to
-    ``BROKER_REACH``, which says it once per broker with a count ("N/N brokers are down", which
-    has no line of its own, is counted there too). What an operator must cure (FATAL by
-    runtime/kafka_errors.py: credentials, certificates, ACLs, fencing) is an ERROR; the rest a
-    WARNING.
+    A broker out of reach, or a certificate refused in a handshake with one, is DEBUG here:
+    librdkafka's own line of the same failure goes to ``BROKER_REACH``, which says it once per
+    broker with a count ("N/N brokers are down", which has no line of its own, is counted there
+    too). What an operator must cure (FATAL by runtime/kafka_errors.py: credentials, ACLs,
+    fencing) is an ERROR; the rest a WARNING.
     """
-    if broker_out_of_reach(error):
+    if broker_out_of_reach(error) or certificate_refusal(error) is not None:
         if error.code() == KafkaError._ALL_BROKERS_DOWN:
             BROKER_REACH.all_down(error.str())
         say = log.debug

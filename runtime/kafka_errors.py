@@ -152,9 +152,15 @@ def certificate_refusal(error: KafkaError) -> CertificateRefusal | None:
     whose."""
     if error.code() not in _HANDSHAKE_CODES:
         return None
-    if _CLIENT_CERTIFICATE_REFUSED.search(error.str()):
+    return certificate_refused_in(error.str())
+
+
+def certificate_refused_in(text: str) -> CertificateRefusal | None:
+    """Whose certificate librdkafka's ``text`` (an error's, or a line of its log) says a TLS
+    handshake refused, if it says so."""
+    if _CLIENT_CERTIFICATE_REFUSED.search(text):
         return CertificateRefusal.CLIENT
-    if _BROKER_CERTIFICATE_UNVERIFIED.search(error.str()):
+    if _BROKER_CERTIFICATE_UNVERIFIED.search(text):
         return CertificateRefusal.BROKER
     return None
 

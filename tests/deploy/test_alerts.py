@@ -425,6 +425,37 @@ CASES = [
         "100m",
     ),
     Case(
+        "a client certificate refused at every reconnect",
+        "ExactlyCertificateRefused",
+        {
+            _series(
+                "exactly_broker_certificate_refusals_total",
+                flow="f",
+                broker="b1:9093",
+                certificate="client",
+                job="d",
+                instance="d:1",
+            ): "0+2x10"
+        },
+        "6m",
+        [{"severity": "critical", "flow": "f", "broker": "b1:9093", "certificate": "client"}],
+    ),
+    Case(
+        "refusals that ended when the mended role restarted",
+        "ExactlyCertificateRefused",
+        {
+            _series(
+                "exactly_broker_certificate_refusals_total",
+                flow="f",
+                broker="b1:9093",
+                certificate="client",
+                job="d",
+                instance="d:1",
+            ): "0 2 4 6 _ 0 0 0 0 0 0 0 0"
+        },
+        "12m",
+    ),
+    Case(
         "a broker out of reach for minutes",
         "ExactlyBrokerUnreachable",
         {

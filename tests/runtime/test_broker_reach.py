@@ -1,7 +1,8 @@
 """A broker out of reach, as an operator reads it: one WARNING per broker with a count, not an
 ERROR line per connection attempt from every client; an INFO line when the failures stop; a
-gauge the ExactlyBrokerUnreachable alert reads. What only an operator can cure (a certificate, a
-password, a wrong security.protocol) keeps librdkafka's ERROR.
+gauge the ExactlyBrokerUnreachable alert reads. A certificate refused in a handshake is the same
+run said at ERROR, with the counter the ExactlyCertificateRefused alert reads. What else only an
+operator can cure (a password, a wrong security.protocol) keeps librdkafka's ERROR.
 
 The lines come from real librdkafka clients and real ``KafkaError`` objects; the texts of the
 secured listeners' refusals are librdkafka 2.16's, recorded against localkafka's SSL listener.
@@ -23,6 +24,7 @@ from confluent_kafka import Consumer, KafkaError, Producer
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from localkafka.security import make_credentials
 from runtime import (
     BROKER_REACH,
     LIBRDKAFKA_LOG,
@@ -32,7 +34,9 @@ from runtime import (
     log_client_error,
 )
 from runtime.broker_reach import BrokerEvent, parse
+from runtime.kafka_errors import CertificateRefusal, certificate_refusal
 from tests.kafka_helpers import create_topic
+from tests.secured import secured_clusters
 
 # librdkafka 2.16's words, each seen here; the broker names are of a local cluster.
 REFUSED = (
@@ -140,6 +144,17 @@ def samples(collector: BrokerReach) -> dict[tuple[str, str], float]:
         (sample.name, sample.labels["broker"]): sample.value
         for family in collector.collect()
         for sample in family.samples
+        if "certificate" not in sample.labels
+    }
+
+
+def refusals(collector: BrokerReach) -> dict[tuple[str, str], float]:
+    """exactly_broker_certificate_refusals_total by (broker, whose certificate)."""
+    return {
+        (sample.labels["broker"], sample.labels["certificate"]): sample.value
+        for family in collector.collect()
+        for sample in family.samples
+        if sample.name == "exactly_broker_certificate_refusals_total"
     }
 
 
@@ -167,6 +182,55 @@ def test_refused_connections_are_one_warning_naming_the_broker_not_an_error_each
     # The error_cb saw the same failures, each one; for every role's callback they are reach.
     assert {e.code() for e in errors} >= {KafkaError._TRANSPORT}
     assert all(broker_out_of_reach(e) for e in errors)
+
+
+@pytest.mark.parametrize("whose", ["client", "broker"])
+def test_a_certificate_the_broker_refuses_is_one_error_naming_it_and_counted(
+    configure, reach, target_cluster, tmp_path, whose
+):
+    """What a running role meets when a certificate stops being accepted (one expired, a trust
+    store changed): real librdkafka against the target's mutual-TLS listener, through the same
+    logger and error_cb as every role's clients."""
+    own, _ = reach
+    [secured] = secured_clusters(target_cluster)
+    stream = configure()
+    stranger = make_credentials(tmp_path / "another-ca", ("replicator",))
+    config = secured.client_properties("SSL", "replicator")
+    if whose == "client":
+        config["ssl.certificate.location"] = str(stranger.certificate_path("replicator"))
+        config["ssl.key.location"] = str(stranger.key_path("replicator"))
+    else:
+        config["ssl.ca.location"] = str(stranger.ca_path)
+    log = get_logger("replicator.loop")
+    producer = Producer(
+        {
+            **config,
+            "logger": LIBRDKAFKA_LOG,
+            "error_cb": lambda error: log_client_error(log, error, cluster="destination"),
+            "reconnect.backoff.ms": 50,
+            "reconnect.backoff.max.ms": 200,
+        }
+    )
+    broker = config["bootstrap.servers"]
+    deadline = time.monotonic() + 3.0
+    while time.monotonic() < deadline:
+        producer.poll(0.05)
+    producer.flush(0)
+    ours = f"broker={re.escape(broker)} "
+    errors = lines(stream, "level=error")
+    first = (
+        "kafka broker refused this client's certificate"
+        if whose == "client"
+        else "kafka broker's certificate could not be verified"
+    )
+    # One line for the attempts of the whole run, not librdkafka's and error_cb's per attempt.
+    assert [line for line in errors if re.search(ours, line)] == lines(stream, re.escape(first))
+    [line] = lines(stream, re.escape(first))
+    assert "logger=runtime.broker_reach" in line
+    assert ("alert" if whose == "client" else "certificate verify failed") in line
+    assert not lines(stream, "kafka client error")
+    assert refusals(own)[broker, whose] >= 1
+    assert own.failing() == {}
 
 
 def test_at_debug_librdkafka_s_own_lines_are_kept_at_debug(configure, refusing_port):
@@ -221,9 +285,7 @@ def test_a_run_of_failures_is_counted_every_summary_and_ends_after_quiet(
 
 
 @pytest.mark.parametrize(
-    "text",
-    [CERTIFICATE_REFUSED, UNKNOWN_CA, SSL_TO_PLAINTEXT, WRONG_PASSWORD],
-    ids=["certificate-refused", "unknown-ca", "ssl-to-plaintext", "wrong-password"],
+    "text", [SSL_TO_PLAINTEXT, WRONG_PASSWORD], ids=["ssl-to-plaintext", "wrong-password"]
 )
 def test_what_an_operator_must_fix_stays_an_error(configure, reach, text):
     own, _ = reach
@@ -233,6 +295,55 @@ def test_what_an_operator_must_fix_stays_an_error(configure, reach, text):
     assert "level=error role=replicator logger=librdkafka" in line
     assert text in line
     assert own.failing() == {}
+
+
+@pytest.mark.parametrize(
+    ("text", "whose", "first", "still", "ended"),
+    [
+        (
+            CERTIFICATE_REFUSED,
+            "client",
+            "kafka broker refused this client's certificate",
+            "kafka broker still refuses this client's certificate",
+            "kafka broker no longer refusing this client's certificate",
+        ),
+        (
+            UNKNOWN_CA,
+            "broker",
+            "kafka broker's certificate could not be verified",
+            "kafka broker's certificate still cannot be verified",
+            "kafka broker's certificate no longer failing verification",
+        ),
+    ],
+    ids=["ours-refused", "theirs-unverified"],
+)
+def test_a_refused_certificate_is_one_error_per_broker_with_a_count(
+    configure, reach, text, whose, first, still, ended
+):
+    own, clock = reach
+    stream = configure()
+    for _ in range(3):
+        librdkafka_line(logging.ERROR, text)
+    broker = "127.0.0.1:31658"
+    [line] = lines(stream)
+    assert f'level=error role=replicator logger=runtime.broker_reach msg="{first}"' in line
+    assert f"broker={broker} " in line
+    assert ("alert bad certificate" if whose == "client" else "certificate verify failed") in line
+    assert refusals(own) == {(broker, whose): 3}
+    # Not a broker out of reach: the ExactlyBrokerUnreachable alert stays silent.
+    assert own.failing() == {}
+    assert samples(own) == {}
+
+    clock.now += own.summary_s
+    own.tick()
+    [summary] = lines(stream, re.escape(still))
+    assert "level=error " in summary
+    assert f"broker={broker} failures=2 failing_s={own.summary_s}" in summary
+    clock.now += own.quiet_s
+    own.tick()
+    [done] = lines(stream, re.escape(ended))
+    assert "level=info " in done
+    assert f"broker={broker} failures=3 " in done
 
 
 def test_a_disconnect_before_the_connection_is_up_keeps_librdkafka_s_level(configure, reach):
@@ -282,20 +393,22 @@ def test_other_librdkafka_lines_pass_untouched(configure, reach):
             ),
             None,
         ),
-        (KafkaError(KafkaError._TRANSPORT, CERTIFICATE_REFUSED), "error"),
+        (KafkaError(KafkaError._TRANSPORT, CERTIFICATE_REFUSED), None),
         (KafkaError(KafkaError._TRANSPORT, SSL_TO_PLAINTEXT), "warning"),
-        (KafkaError(KafkaError._SSL, UNKNOWN_CA), "error"),
+        (KafkaError(KafkaError._SSL, UNKNOWN_CA), None),
         (KafkaError(KafkaError._AUTHENTICATION, WRONG_PASSWORD), "error"),
         (KafkaError(KafkaError._ALL_BROKERS_DOWN, "No brokers configured"), "warning"),
     ],
     ids=["refused", "unresolved", "certificate", "ssl-to-plaintext", "ca", "password", "none"],
 )
-def test_error_cb_says_a_broker_out_of_reach_only_at_debug(configure, error, level):
+def test_error_cb_says_what_broker_reach_says_only_at_debug(configure, error, level):
     stream = configure()
     log_client_error(get_logger("replicator.loop"), error, cluster="source")
     said = lines(stream)
     if level is None:
-        assert broker_out_of_reach(error)
+        # BROKER_REACH says it from librdkafka's line of the same failure.
+        assert broker_out_of_reach(error) or certificate_refusal(error) is not None
+        assert parse(error.str()) is not None
         assert said == []
         return
     assert not broker_out_of_reach(error)
@@ -383,7 +496,28 @@ def test_all_brokers_down_is_said_once_per_summary_with_a_count(configure, reach
             "127.0.0.1:25558/2: Disconnected (after 900ms in state UP)",
             None,  # a young connection: how a listener that wants SASL answers
         ),
-        (CERTIFICATE_REFUSED, None),
+        (
+            CERTIFICATE_REFUSED,
+            BrokerEvent(
+                "127.0.0.1:31658",
+                "refused",
+                "Receive failed: error:0A000412:SSL routines::ssl/tls alert bad certificate: SSL "
+                "alert number 42",
+                1,
+                CertificateRefusal.CLIENT,
+            ),
+        ),
+        (
+            UNKNOWN_CA,
+            BrokerEvent(
+                "127.0.0.1:31658",
+                "refused",
+                UNKNOWN_CA.split("/bootstrap: ", 1)[1].rsplit(" (after ", 1)[0],
+                1,
+                CertificateRefusal.BROKER,
+            ),
+        ),
+        (SSL_TO_PLAINTEXT, None),
         (PLAINTEXT_TO_SSL, None),
         ("1/1 brokers are down", None),
     ],
@@ -400,6 +534,7 @@ def test_every_process_serves_the_metrics_the_alert_reads_before_any_failure():
     assert {(family.name, family.type) for family in families} == {
         ("exactly_broker_unreachable_seconds", "gauge"),
         ("exactly_broker_connection_failures", "counter"),
+        ("exactly_broker_certificate_refusals", "counter"),
     }
 
 
@@ -478,11 +613,11 @@ def test_a_killed_broker_is_a_warning_with_a_count_and_never_an_error_line(
             _await(lambda: consumer.assignment(), 30, stream)
             target_cluster.broker.kill()
             try:
-                _await(lambda: lines(stream, "still unreachable"), 60, stream)
+                _await(lambda: lines(stream, f"still unreachable.* broker={broker} "), 60, stream)
                 assert samples(own)["exactly_broker_unreachable_seconds", broker] > 0
             finally:
                 target_cluster.broker.restart()
-            _await(lambda: lines(stream, "no longer failing"), 60, stream)
+            _await(lambda: lines(stream, f"no longer failing.* broker={broker} "), 60, stream)
         finally:
             stop.set()
             polling.join(10)
@@ -490,15 +625,18 @@ def test_a_killed_broker_is_a_warning_with_a_count_and_never_an_error_line(
             producer.flush(10)
     log_text = stream.getvalue()
     assert lines(stream, "level=error") == [], log_text
-    first = lines(stream, "kafka broker unreachable")
+    # Only this broker's lines: the process's own BROKER_REACH may still be summing up an
+    # earlier test's refused port into the same stream (its 30 s summary, seen in company).
+    ours = f" broker={re.escape(broker)} "
+    first = lines(stream, f"kafka broker unreachable.*{ours}")
     assert first, log_text
-    assert all("level=warning " in line and f"broker={broker} " in line for line in first)
+    assert all("level=warning " in line for line in first)
     assert 'error="Connect to ipv4#' in first[0]
-    [still, *_] = lines(stream, "still unreachable")
+    [still, *_] = lines(stream, f"still unreachable.*{ours}")
     counted = re.search(rf"broker={broker} failures=(\d+) failing_s=", still)
     assert counted is not None, still
     assert int(counted[1]) > 0
-    [done] = lines(stream, "no longer failing")
+    [done] = lines(stream, f"no longer failing.*{ours}")
     assert re.search(rf"level=info .* broker={broker} failures=\d+ failing_s=", done), done
     assert samples(own)["exactly_broker_unreachable_seconds", broker] == 0
     assert samples(own)["exactly_broker_connection_failures_total", broker] >= int(counted[1])
