@@ -10,8 +10,9 @@ import multiprocessing
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
 
@@ -52,27 +53,42 @@ def thread_cpu_seconds(pid: int) -> list[tuple[float, str]]:
     """Each live thread of ``pid``: its utime + stime and its name as the kernel keeps it (cut to
     15 characters). A thread that ends while they are read is left out; a process that is gone
     raises FileNotFoundError."""
+    return [(seconds, name) for _tid, seconds, name in _threads(pid)]
+
+
+_Key = TypeVar("_Key")
+# The JVM's JIT compiler threads ("C2 CompilerThread0", cut to 15 characters by the kernel).
+_JIT_THREADS = ("C1 CompilerThre", "C2 CompilerThre")
+
+
+def jit_thread_seconds(pid: int) -> dict[int, float]:
+    """utime + stime of each live JIT compiler thread of a JVM, by thread id. A broker started for
+    a bench is still compiling minutes later, and that CPU lands on whichever candidate copies
+    meanwhile (docs/performance.md, record sizes). HotSpot starts and stops compiler threads as
+    its queue grows and shrinks: two readings are compared thread by thread
+    (``jit_seconds_between``), for a thread that ended takes its whole count out of a sum (a
+    negative difference, seen with the brokers on C1 only)."""
+    return {tid: seconds for tid, seconds, name in _threads(pid) if name in _JIT_THREADS}
+
+
+def jit_seconds_between(before: Mapping[_Key, float], after: Mapping[_Key, float]) -> float:
+    """The JIT CPU spent between two readings: each thread's growth, a new one's whole count. A
+    thread that ended in between is left out, its share with it: the figure may read low, never
+    below 0."""
+    return sum(seconds - before.get(key, 0.0) for key, seconds in after.items())
+
+
+def _threads(pid: int) -> list[tuple[int, float, str]]:
+    """Each live thread of ``pid``: its id, utime + stime and name (thread_cpu_seconds)."""
     threads = []
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
             stat = (task / "stat").read_text()
         except (FileNotFoundError, ProcessLookupError):
             continue  # the thread ended between the listing and the read
-        threads.append((_stat_cpu_seconds(stat), stat[stat.index("(") + 1 : stat.rindex(")")]))
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        threads.append((int(task.name), _stat_cpu_seconds(stat), name))
     return threads
-
-
-# The JVM's JIT compiler threads ("C2 CompilerThread0", cut to 15 characters by the kernel).
-_JIT_THREADS = ("C1 CompilerThre", "C2 CompilerThre")
-
-
-def jit_cpu_seconds(pid: int) -> float:
-    """utime + stime of a JVM's JIT compiler threads, live ones only: with two CPUs HotSpot runs
-    one of each kind for the JVM's life, but an extra one it stops on a larger machine takes its
-    count with it, so a difference may read low there. A broker started for a bench is still
-    compiling minutes later, and that CPU lands on whichever candidate copies meanwhile
-    (docs/performance.md, record sizes)."""
-    return sum(seconds for seconds, name in thread_cpu_seconds(pid) if name in _JIT_THREADS)
 
 
 def _stat_cpu_seconds(stat: str) -> float:

@@ -20,7 +20,7 @@ from typing import NamedTuple
 from confluent_kafka import Consumer, IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from bench.common import jit_cpu_seconds, process_cpu_seconds
+from bench.common import jit_seconds_between, jit_thread_seconds, process_cpu_seconds
 from localkafka import process_tree
 
 TICK_S = 0.1
@@ -203,19 +203,20 @@ def cpu_seconds(pids: Sequence[int | None]) -> float:
 
 
 class BrokerCpu(NamedTuple):
-    """CPU seconds of the brokers, and the part of them their JIT compilers spent."""
+    """CPU seconds of the brokers, and each of their JIT compiler threads' by (pid, thread id):
+    compared thread by thread (bench.common.jit_seconds_between)."""
 
     total: float
-    jit: float
+    jit: dict[tuple[int, int], float]
 
 
 def broker_cpu_seconds(pids: Sequence[int | None]) -> BrokerCpu:
-    jit = 0.0
+    jit: dict[tuple[int, int], float] = {}
     for pid in pids:
         if pid is None:
             continue
         try:
-            jit += jit_cpu_seconds(pid)
+            jit |= {(pid, tid): s for tid, s in jit_thread_seconds(pid).items()}
         except (FileNotFoundError, ProcessLookupError):
             continue  # a broker that is gone, as cpu_seconds takes it
     return BrokerCpu(cpu_seconds(pids), jit)
@@ -256,7 +257,7 @@ def await_copies(
     partitions = sum(n for _topic, n in destinations)
     deadline = time.monotonic() + timeout_s
     cpu_each: list[float] = []
-    cpu_brokers = BrokerCpu(0.0, 0.0)
+    cpu_brokers = BrokerCpu(0.0, {})
     try:
         while len(done) < partitions:
             check_alive()
@@ -300,7 +301,7 @@ def _count_cpu(
     timing.cpu_role = sum(timing.cpu_each)
     now = broker_cpu_seconds(broker_pids)
     timing.cpu_brokers = now.total - cpu_brokers.total
-    timing.cpu_brokers_jit = now.jit - cpu_brokers.jit
+    timing.cpu_brokers_jit = jit_seconds_between(cpu_brokers.jit, now.jit)
 
 
 def _completion_reader(target: str) -> Consumer:

@@ -269,7 +269,7 @@ def _print_copy(copy: Copy, size: int) -> None:
 def cpu_ratio(ours: Copy, mm2: Copy) -> str:
     """CPU per record, roles and brokers, ours over MirrorMaker 2's: all of it, then without the
     brokers' JIT compilers, whose share depends on which candidate copied while they compiled
-    (bench.common.jit_cpu_seconds)."""
+    (bench.common.jit_thread_seconds)."""
     a, b = ours.timing, mm2.timing
     whole = (a.cpu_role + a.cpu_brokers) / (b.cpu_role + b.cpu_brokers)
     without_jit = (a.cpu_role + a.cpu_brokers - a.cpu_brokers_jit) / (
