@@ -207,7 +207,10 @@ def broker_out_of_reach(error: KafkaError) -> bool:
     same failure (and "N/N brokers are down" through ``all_down``)."""
     if error.code() == KafkaError._ALL_BROKERS_DOWN:
         return _ALL_DOWN.fullmatch(error.str()) is not None
-    return error.code() in _REACH_CODES and parse(error.str()) is not None
+    if error.code() not in _REACH_CODES:
+        return False
+    event = parse(error.str())
+    return event is not None and event.kind != "refused"
 
 
 @dataclass

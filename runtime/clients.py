@@ -6,7 +6,8 @@ librdkafka writes its log lines to stderr unless a client has a ``logger``: raw 
 in a process whose every other line is ``key=value`` or JSON (``EXACTLY_LOG_FORMAT``), which a
 log shipper cannot parse. Every client of ours logs through ``LIBRDKAFKA_LOG`` instead, whose
 filter (runtime/broker_reach.py) turns its ERROR line per failed connection attempt into one
-WARNING per broker with a count, and whose lines about a failed transaction, which the roles
+WARNING per broker with a count (one ERROR per broker for a certificate a handshake refused),
+and whose lines about a failed transaction, which the roles
 handle and say themselves, are WARNINGs (runtime/transaction_lines.py).
 """
 

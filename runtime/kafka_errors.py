@@ -132,13 +132,14 @@ class CertificateRefusal(enum.Enum):
     BROKER = "broker"  # we could not verify the broker's
 
 
-# How a refused certificate reaches error_cb, and only it: the call itself fails as a "Broker
-# transport failure" (_TRANSPORT, transient), which start-up would retry for minutes while
-# librdkafka logs an ERROR line per attempt. The broker refuses ours with a TLS alert (RFC 8446
-# §6.2): a CA it does not trust was "ssl/tls alert certificate unknown: SSL alert number 46"
-# from Kafka 4.3.1 (tests/security/test_authentication.py), TLS 1.2's OpenSSL words it
-# "sslv3 alert bad certificate", and no certificate at all is "certificate required". Ours
-# refusing the broker's is OpenSSL's "certificate verify failed" (_SSL). No retry mends either.
+# How a refused certificate reaches error_cb and librdkafka's log (its FAIL line, which
+# runtime/broker_reach.py counts), and only them: the call itself fails as a "Broker transport
+# failure" (_TRANSPORT, transient), which start-up would retry for minutes. The broker refuses
+# ours with a TLS alert (RFC 8446 §6.2): a CA it does not trust was "ssl/tls alert certificate
+# unknown: SSL alert number 46" from Kafka 4.3.1 (tests/security/test_authentication.py), TLS
+# 1.2's OpenSSL words it "sslv3 alert bad certificate", and no certificate at all is
+# "certificate required". Ours refusing the broker's is OpenSSL's "certificate verify failed"
+# (_SSL). No retry mends either.
 _CLIENT_CERTIFICATE_REFUSED = re.compile(
     r"alert (?:bad certificate|unsupported certificate|certificate revoked|certificate expired"
     r"|certificate unknown|unknown ca|certificate required)"

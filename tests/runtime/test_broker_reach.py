@@ -223,14 +223,14 @@ def test_a_certificate_the_broker_refuses_is_one_error_naming_it_and_counted(
         if whose == "client"
         else "kafka broker's certificate could not be verified"
     )
-    # One line for the attempts of the whole run, not librdkafka's and error_cb's per attempt.
-    assert [line for line in errors if re.search(ours, line)] == lines(stream, re.escape(first))
     [line] = lines(stream, re.escape(first))
+    # One line for the attempts of the whole run, not librdkafka's and error_cb's per attempt
+    # (librdkafka's own name the broker in their text, ours in the broker field).
+    assert [e for e in errors if re.search(ours, e) or broker in e] == [line]
     assert "logger=runtime.broker_reach" in line
     assert ("alert" if whose == "client" else "certificate verify failed") in line
     assert not lines(stream, "kafka client error")
     assert refusals(own)[broker, whose] >= 1
-    assert own.failing() == {}
 
 
 def test_at_debug_librdkafka_s_own_lines_are_kept_at_debug(configure, refusing_port):

@@ -58,7 +58,7 @@ def test_a_refused_certificate_stops_the_role_naming_whose(
     source_cluster, target_cluster, tmp_path, unique_topic, role, refused
 ):
     """A certificate refused on either side of the handshake with the target (mutual TLS):
-    librdkafka logs an ERROR per attempt and fails each call as a transient transport failure."""
+    librdkafka fails each call as a transient transport failure."""
     secured = _secured_role(source_cluster, target_cluster, unique_topic, role)
     # Credentials of another CA: the target's brokers do not trust its certificates, and its
     # CA does not verify theirs.
