@@ -333,6 +333,7 @@ def test_a_refused_certificate_is_one_error_per_broker_with_a_count(
     # Not a broker out of reach: the ExactlyBrokerUnreachable alert stays silent.
     assert own.failing() == {}
     assert samples(own) == {}
+    assert not broker_out_of_reach(KafkaError(KafkaError._TRANSPORT, text))
 
     clock.now += own.summary_s
     own.tick()
