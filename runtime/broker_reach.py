@@ -35,17 +35,19 @@ A certificate refused in a TLS handshake (runtime.kafka_errors.certificate_refus
 broker's TLS alert against ours, or ours failing to verify its) stops a role at start-up
 (runtime/clients.py). Met later, by a role that runs (a certificate expired and not renewed, a
 broker's trust store changed, a broker's certificate renewed from a CA ours does not hold),
-librdkafka says each attempt at ERROR twice (its line, and every client's ``error_cb``), and
-nothing counts it. Here it is a run like an unreachable broker's, said at ERROR, for no retry
-mends it::
+librdkafka says each attempt at ERROR two or three times (its FAIL line, OpenSSL's errors
+queued before it, every client's ``error_cb``), and nothing counts it. Here it is a run like
+an unreachable broker's, said at ERROR, for no retry mends it::
 
     level=error msg="kafka broker refused this client's certificate" broker=10.0.0.5:9093
         error="Receive failed: ... alert certificate expired: SSL alert number 45"
     level=error msg="kafka broker still refuses this client's certificate" ... failures=6
 
-and counted in ``exactly_broker_certificate_refusals_total{broker,certificate}`` (client: ours
-was refused; broker: we could not verify the broker's), which the ExactlyCertificateRefused
-alert reads. The role goes on: the brokers that accept it still serve their partitions.
+OpenSSL's queued errors (facility SSL, "<broker>: kafka: error:...") go to DEBUG with the FAIL
+line. The refusal is counted in ``exactly_broker_certificate_refusals_total{broker,certificate}``
+(client: ours was refused; broker: we could not verify the broker's), which the
+ExactlyCertificateRefused alert reads. The role goes on: the brokers that accept it still
+serve their partitions.
 
 "No longer failing" is inferred from quiet, and claims no more: librdkafka reports a successful
 connection only in its debug log, repeats an identical failure at most every 30 s, and stops
@@ -159,6 +161,8 @@ _DROPPED = re.compile(
     r"Disconnected(?:: connection (?:reset by peer"
     r"|closed by peer(?:: receive 0 after POLLIN|: POLLHUP)?))?"
 )
+# "ssl://10.0.0.5:9093/1: kafka: error:0A000086:SSL routines::..." (an SSL line: OpenSSL's queue).
+_OPENSSL_QUEUE = re.compile(r"(?:\[thrd:[^\]]*\]: )?(?:[a-z_]+://)?\S+:\d+/\w+: kafka: ")
 _ALL_DOWN = re.compile(r"\d+/\d+ brokers are down")
 _REACH_CODES = frozenset({KafkaError._TRANSPORT, KafkaError._RESOLVE})
 
@@ -255,14 +259,27 @@ class BrokerReach:
 
     def filter(self, record: logging.LogRecord) -> bool:
         """The filter of ``LIBRDKAFKA_LOG``: a broker failure or a refused certificate is
-        counted (and said once), its line and a dropped connection's go on at DEBUG; any other
-        line passes unchanged."""
-        text = _fail_text(record)
-        event = None if text is None else parse(text)
+        counted (and said once), its line, a dropped connection's and OpenSSL's queued errors
+        before a failed handshake go on at DEBUG; any other line passes unchanged."""
+        line = librdkafka_line(record)
+        if line is None:
+            return True
+        facility, text = line
+        if facility == "SSL" and _OPENSSL_QUEUE.match(text):
+            # OpenSSL's errors of one handshake, each but the last, which librdkafka puts in
+            # the FAIL line of the same attempt (rd_kafka_ssl_error0): an ERROR per attempt,
+            # its cause said by that line (counted here) or kept at its level.
+            return self._at_debug(record)
+        event = parse(text) if facility == "FAIL" else None
         if event is None:
             return True
         if event.kind != "dropped":
             self.failed(event)
+        return self._at_debug(record)
+
+    @staticmethod
+    def _at_debug(record: logging.LogRecord) -> bool:
+        """Pass ``record`` on at DEBUG if its logger logs DEBUG; drop it otherwise."""
         if not logging.getLogger(record.name).isEnabledFor(logging.DEBUG):
             return False
         record.levelno, record.levelname = logging.DEBUG, logging.getLevelName(logging.DEBUG)
@@ -421,12 +438,6 @@ def librdkafka_line(record: logging.LogRecord) -> tuple[str, str] | None:
     if record.msg != "%s [%s] %s" or not isinstance(args, tuple) or len(args) != 3:
         return None
     return str(args[0]), str(args[2])
-
-
-def _fail_text(record: logging.LogRecord) -> str | None:
-    """The text of a librdkafka FAIL line."""
-    line = librdkafka_line(record)
-    return line[1] if line is not None and line[0] == "FAIL" else None
 
 
 def _say(lines: list[_Line]) -> None:

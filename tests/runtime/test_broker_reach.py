@@ -347,6 +347,31 @@ def test_a_refused_certificate_is_one_error_per_broker_with_a_count(
     assert f"broker={broker} failures=3 " in done
 
 
+# What librdkafka logged at ERROR (facility SSL) before the FAIL line of each attempt whose
+# broker certificate did not verify against another CA: OpenSSL's queued errors but the last.
+OPENSSL_QUEUED = (
+    "ssl://127.0.0.1:20342/bootstrap: kafka: error:030000EA:digital envelope routines::"
+    "provider signature failure: ECDSA digest_verify_final:"
+)
+
+
+@pytest.mark.parametrize("level", ["INFO", "DEBUG"])
+def test_openssl_s_queued_errors_before_a_failed_handshake_go_to_debug(configure, reach, level):
+    stream = configure(level)
+    librdkafka_line(logging.ERROR, OPENSSL_QUEUED, facility="SSL")
+    # Another SSL line, not a handshake's queue, keeps its level.
+    other = "ssl.ca.location failed: not found"
+    librdkafka_line(logging.WARNING, other, facility="SSL")
+    said = lines(stream)
+    if level == "INFO":
+        [line] = said
+        assert "level=warning " in line
+        assert other in line
+    else:
+        assert [line.split(" ", 2)[1] for line in said] == ["level=debug", "level=warning"]
+    assert reach[0].failing() == {}
+
+
 def test_a_disconnect_before_the_connection_is_up_keeps_librdkafka_s_level(configure, reach):
     # How a client without TLS meets a TLS listener: not a broker out of reach.
     stream = configure()
