@@ -45,6 +45,13 @@ def _certificate_validity(*, not_before: str, not_after: str) -> dict[str, str]:
     }
 
 
+def _client_certificate_refusals(values: str) -> dict[str, str]:
+    """The refusals of one process's certificate by broker b1 (a counter)."""
+    labels = {"flow": "f", "broker": "b1:9093", "certificate": "client"}
+    series = _series("exactly_broker_certificate_refusals_total", **labels, job="d", instance="d:1")
+    return {series: values}
+
+
 CASES = [
     Case(
         "stage 2 stands still while staging holds records: only that flow, not the one writing",
@@ -427,32 +434,14 @@ CASES = [
     Case(
         "a client certificate refused at every reconnect",
         "ExactlyCertificateRefused",
-        {
-            _series(
-                "exactly_broker_certificate_refusals_total",
-                flow="f",
-                broker="b1:9093",
-                certificate="client",
-                job="d",
-                instance="d:1",
-            ): "2+2x10"
-        },
+        _client_certificate_refusals("2+2x10"),
         "6m",
         [{"severity": "critical", "flow": "f", "broker": "b1:9093", "certificate": "client"}],
     ),
     Case(
         "refusals that ended when the mended role restarted",
         "ExactlyCertificateRefused",
-        {
-            _series(
-                "exactly_broker_certificate_refusals_total",
-                flow="f",
-                broker="b1:9093",
-                certificate="client",
-                job="d",
-                instance="d:1",
-            ): "2 4 6 _ _ _ _ _ _ _ _"
-        },
+        _client_certificate_refusals("2 4 6 _ _ _ _ _ _ _ _"),
         "8m",
     ),
     Case(
