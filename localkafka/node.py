@@ -51,8 +51,8 @@ ZOOKEEPER_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 # Which of the JVM's compilers a node runs: "quick" (the default) stops at the first tier (C1);
 # "full" is Java's own default (C1, then C2 for hot code), as a long-running production broker
 # has it. Local clusters are fresh JVMs, two to six on a machine of few cores, each living for
-# minutes: with "full" their compiler threads (C1 and C2) took 22-42 % of a target broker's CPU in a
-# 1 MiB copy, competing with every process a test or bench times (docs/testing.md).
+# minutes: with "full" their compiler threads (C1 and C2) took 22-42 % of a target broker's CPU
+# in a 1 MiB copy, competing with every process a test or bench times (docs/testing.md).
 JIT_VARIABLE = "LOCALKAFKA_JIT"
 _JIT_OPTIONS = {"quick": ["-XX:TieredStopAtLevel=1"], "full": []}
 

@@ -7,8 +7,8 @@ in a process whose every other line is ``key=value`` or JSON (``EXACTLY_LOG_FORM
 log shipper cannot parse. Every client of ours logs through ``LIBRDKAFKA_LOG`` instead, whose
 filter (runtime/broker_reach.py) turns its ERROR line per failed connection attempt into one
 WARNING per broker with a count (one ERROR per broker for a certificate a handshake refused),
-and whose lines about a failed transaction, which the roles
-handle and say themselves, are WARNINGs (runtime/transaction_lines.py).
+and whose lines about a failed transaction, which the roles handle and say themselves, are
+WARNINGs (runtime/transaction_lines.py).
 """
 
 from __future__ import annotations
