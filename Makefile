@@ -96,8 +96,9 @@ test-slow: install toxiproxy
 
 # Issue 31: both stages between two clusters of three replicating nodes (replication factor 3,
 # min.insync.replicas 2): a node SIGKILLed for what it leads or coordinates, rolling restarts
-# (SIGTERM and SIGKILL), two target nodes down at once; the stalls measured are printed at the
-# end (12 to 30 minutes here, with the machine's load: 29 min 36 s at 4bdc570).
+# (SIGTERM and SIGKILL), two target nodes down at once; each ends in the record-by-record
+# verdict and the Spark audit; the stalls measured are printed at the end (12 to 30 minutes
+# here, with the machine's load: 29 min 36 s at 4bdc570).
 test-nodes: install toxiproxy
 	$(BIN)/pytest -m nodes tests/nodes --durations=10 $(PYTEST_ARGS)
 

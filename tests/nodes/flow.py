@@ -1,6 +1,7 @@
 """A flow of both stages between the two three-node clusters under live traffic, a fault in the
 middle, and what a user checks afterwards: every committed source record on the destination
-exactly once, no role exited, and how long the destination stood still."""
+exactly once (read back here, and audited on Spark by `exactly validate --require-complete`),
+no role exited, and how long the destination stood still."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
+from exactly.harness.audit import run_audit
 from localkafka import LocalCluster
 from runtime.names import FlowNames
 from tests.kafka_helpers import create_topic
@@ -54,6 +57,7 @@ class Flow:
     transactional_topic: str
     names: FlowNames
     env: dict[str, str]
+    audit_dir: Path  # the Spark audit's report and log
 
     @property
     def transactional_id(self) -> str:
@@ -80,7 +84,9 @@ def make_flow(
         "STATE_DIR": str(tmp_path / "state"),
         **extra,
     }
-    return Flow(source, target, topic, transactional_topic, FlowNames(flow), env)
+    return Flow(
+        source, target, topic, transactional_topic, FlowNames(flow), env, tmp_path / "audit"
+    )
 
 
 def run_through(
@@ -133,6 +139,7 @@ def run_through(
         flow.target.bootstrap_servers, set(topics), sum(map(len, source.values())), 240
     )
     assert_exactly_once(flow.source, source, destination)
+    audit_s = assert_audited(flow, sum(map(len, source.values())))
     for stage in stages:
         # No role exits on a single broker's failure: the orchestrator has nothing to do.
         assert stage.is_running(), f"{stage.name} exited {stage.returncode}\n{stage.log_tail()}"
@@ -144,9 +151,28 @@ def run_through(
         f"{label}: whole destination stalled {stall.whole_s:.1f} s, "
         f"partition {partition} {stall.partition_s:.1f} s ({produced} records, exactly once"
         + (f"; stage 2 replaced {replaced} hung producer(s)" if replaced else "")
-        + f"; the fault took {fault_s:.0f} s of the flow's {time.monotonic() - began:.0f} s)"
+        + f"; the fault took {fault_s:.0f} s of the flow's {time.monotonic() - began:.0f} s"
+        + f"; the Spark audit clean in {audit_s:.0f} s)"
     )
     return stall, watch
+
+
+def assert_audited(flow: Flow, source_records: int) -> float:
+    """The second verdict, as a user gets it: `exactly validate --require-complete` on local
+    Spark, through Spark's own Kafka reader and the provenance header, over both topics of the
+    flow. Clean, and every committed source record matched (a clean audit of fewer records
+    would be one that read less than the first verdict did). Returns its seconds."""
+    audit = run_audit(
+        source=flow.source.bootstrap_servers,
+        destination=flow.target.bootstrap_servers,
+        include=flow.env["REPLICATION_TOPICS_INCLUDE"],
+        report_dir=flow.audit_dir,
+        log_dir=flow.audit_dir,
+    )
+    log = audit.log.read_text(errors="replace")[-3000:] if audit.log.exists() else ""
+    assert audit.clean, f"{audit.headline()}\n{log}"
+    assert audit.totals.get("matched") == source_records, f"{audit.headline()}\n{log}"
+    return audit.seconds
 
 
 def _await_arrivals(watch: ArrivalWatch, stages: list[RoleProcess]) -> None:
