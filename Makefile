@@ -7,7 +7,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: install demo test test-slow test-nodes test-nodes-core test-old-source chaos unit lint shape toxiproxy bench-envelope bench-replicator bench-pipeline bench-latency bench-scale bench-sizes bench-low-rate bench-catch-up bench-profile bench-commit bench-validate bench-offsetsync bench-tls bench-memory bench-active-active bench-replication bench-rolling bench-split test-images images-tools kafka-jars spark-connector merge-jar kustomize promtool clean
+.PHONY: install demo test test-slow test-nodes test-nodes-core test-old-source chaos unit lint shape toxiproxy bench-envelope bench-replicator bench-pipeline bench-latency bench-scale bench-sizes bench-low-rate bench-catch-up bench-profile bench-commit bench-validate bench-offsetsync bench-groups bench-tls bench-memory bench-active-active bench-replication bench-rolling bench-split test-images images-tools kafka-jars spark-connector merge-jar kustomize promtool clean
 
 install: $(VENV)/.installed kafka-jars spark-connector merge-jar kustomize promtool
 
@@ -228,6 +228,14 @@ bench-tls: install
 # 50 groups x 12 partitions committing every second under live traffic (about 1.5 minutes).
 bench-offsetsync: install
 	$(BIN)/python -m bench.offsetsync_lag
+
+# Issue 34's groups axis: offset sync with 50, 500 and 2,000 groups of 12 partitions, each
+# committing about every second: its lag p50/p99, its cycles and its CPU (with its offset fetch
+# process), one invocation of bench.offsetsync_lag each, 120 s measured (about 12 minutes).
+bench-groups: install
+	for groups in 50 500 2000; do \
+		$(BIN)/python -m bench.offsetsync_lag --groups $$groups --duration 120 || exit 1; \
+	done
 
 # Each role's resident memory under 5,000 records/s of 1 KiB for 90 s: the basis of k8s/'s
 # requests and limits (about 2 minutes).

@@ -49,6 +49,25 @@ def process_cpu_seconds(pid: int | None) -> float:
     return _stat_cpu_seconds(Path(f"/proc/{pid}/stat").read_text())
 
 
+def process_group_cpu_seconds(pgid: int) -> float:
+    """utime + stime of every live process in the process group ``pgid``: a role started in a
+    session of its own with the helper processes it runs (offset sync's offset fetch process).
+    A helper that ended takes its count out of the sum (its parent's cutime holds it only once
+    reaped), so the figure may read low, never high."""
+    total = 0.0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # it ended between the listing and the read
+        # After the name's closing parenthesis: state, ppid, pgrp (proc(5) fields 3-5).
+        if int(stat.rsplit(")", 1)[1].split()[2]) == pgid:
+            total += _stat_cpu_seconds(stat)
+    return total
+
+
 def thread_cpu_seconds(pid: int) -> list[tuple[float, str]]:
     """Each live thread of ``pid``: its utime + stime and its name as the kernel keeps it (cut to
     15 characters). A thread that ends while they are read is left out; a process that is gone

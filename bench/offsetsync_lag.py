@@ -53,7 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench.common import say
+from bench.common import process_group_cpu_seconds, say
 from bench.offsetsync_load import (
     START_TIMEOUT_S,
     Committer,
@@ -122,8 +122,14 @@ def main() -> None:
             port = free_port()
             settings = _settings(source, target, source_topic, topic, prefix, args, port)
             sync = RoleProcess("offsetsync", settings, base, cwd=ROOT).start()
-            first, last, window, seconds = _measure(
-                port, args, lambda: _check_alive(sync, traffic, committer)
+            # Offset sync and its offset fetch process: the role runs in a session of its own.
+            pgid = sync.pid
+            assert pgid is not None
+            first, last, window, seconds, cpu_s = _measure(
+                port,
+                args,
+                lambda: _check_alive(sync, traffic, committer),
+                lambda: process_group_cpu_seconds(pgid),
             )
             returncode = sync.terminate(STOP_TIMEOUT_S)
             if returncode != 0:
@@ -141,7 +147,9 @@ def main() -> None:
             _stop_all(sync, committer, traffic, traffic_stop, traffic_results, clusters)
         sync_log = sync.log_text() if sync is not None else ""
 
-    found = numbers(args, window, seconds, first, last, committer, traffic_stats, checkpoints)
+    found = numbers(
+        args, window, seconds, first, last, committer, traffic_stats, checkpoints, cpu_s
+    )
     _finish(args, found, broke, sync_log)
 
 
@@ -233,21 +241,23 @@ def _finish(args: argparse.Namespace, found: dict, broke: list[str], sync_log: s
 
 
 def _measure(
-    port: int, args: argparse.Namespace, alive: Callable[[], None]
-) -> tuple[str, str, list[float], float]:
+    port: int, args: argparse.Namespace, alive: Callable[[], None], cpu: Callable[[], float]
+) -> tuple[str, str, list[float], float, float]:
     """After a warm-up interval: /metrics at the start and the end of the measured window,
-    the window's wall-clock bounds and its length."""
+    the window's wall-clock bounds, its length and offset sync's CPU seconds in it."""
     _await_ready(port, alive)
     say(f"offsetsync ready; warm-up of one interval ({args.interval_ms / 1000:g} s)")
     _sleep(args.interval_ms / 1000, alive)
     first = scrape(port)
+    cpu_before = cpu()
     window = [time.time(), 0.0]
     started = time.monotonic()
     say(f"measuring for {args.duration:g} s")
     _sleep(args.duration, alive)
     last = scrape(port)
+    cpu_s = cpu() - cpu_before
     window[1] = time.time()
-    return first, last, window, time.monotonic() - started
+    return first, last, window, time.monotonic() - started, cpu_s
 
 
 # -- offset sync: start-up, the window, its checkpoints --------------------------------------------

@@ -91,8 +91,10 @@ def numbers(
     committer: Committer,
     traffic: dict,
     checkpoints: list[Checkpoint],
+    cpu_seconds: float,
 ) -> dict:
-    """Everything the bench reports, in the order of its --json file."""
+    """Everything the bench reports, in the order of its --json file. ``cpu_seconds``: offset
+    sync's and its offset fetch process's, over the window."""
     copy_lag = [n for t, n in committer.copy_lag if window[0] <= t <= window[1]]
     return {
         "duration_seconds": round(seconds, 1),
@@ -108,6 +110,7 @@ def numbers(
         **_group_commits(committer, window, seconds, args.partitions),
         **_checkpoints(committer, checkpoints, window, args.interval_ms),
         **_offsetsync(first, last, seconds),
+        **_cpu(first, last, seconds, cpu_seconds, args.groups),
         "load_average_at_end": round(os.getloadavg()[0], 2),
     }
 
@@ -192,6 +195,17 @@ def _offsetsync(first: str, last: str, seconds: float) -> dict:
         },
         "requests_per_second_source": round(requests["source"], 1),
         "requests_per_second_target": round(requests["target"], 1),
+    }
+
+
+def _cpu(first: str, last: str, seconds: float, cpu_seconds: float, groups: int) -> dict:
+    """Offset sync's CPU: in cores over the window, and per group a cycle went through."""
+    cycles = _delta(first, last, f"{CYCLE}_count")
+    return {
+        "offsetsync_cpu_cores": round(cpu_seconds / seconds, 3),
+        "offsetsync_cpu_ms_per_group_per_cycle": (
+            round(cpu_seconds * 1000 / (groups * cycles), 3) if cycles else None
+        ),
     }
 
 
@@ -306,6 +320,11 @@ def _sync_rows(n: dict) -> list[tuple[str, str]]:
             "cycles",
             f"{n['offsetsync_cycles']}, mean {_v(n['offsetsync_cycle_seconds_mean'])} s, "
             f"{n['offsetsync_cycle_failures']} failed; groups at the end: {states or '-'}",
+        ),
+        (
+            "offsetsync CPU",
+            f"{n['offsetsync_cpu_cores']} cores (with its offset fetch process), "
+            f"{_v(n['offsetsync_cpu_ms_per_group_per_cycle'])} ms per group per cycle",
         ),
         (
             "offsetsync requests/s",
