@@ -1,8 +1,9 @@
 """Where each stage's time goes: stage 1, then stage 2, each alone under py-spy.
 
-    python -m bench.profile_stages [--records N] [--size BYTES] [--out DIR]
+    python -m bench.profile_stages [--records N] [--size BYTES] [--partitions N] [--out DIR]
 
-On its own two local clusters: fills a 12-partition source topic (bench/payloads.py's values),
+On its own two local clusters: fills a source topic of --partitions (12) partitions
+(bench/payloads.py's values, round-robin),
 runs `python -m replicator` until its committed source offsets reach the end, then
 `python -m deduplicator` until its committed staging offsets do, each sampled by py-spy
 (`--native --idle`: C frames of librdkafka and msgpack, and the time spent waiting). Writes each
@@ -29,12 +30,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from bench.clusters import bench_clusters
 from bench.common import committed_total, thread_cpu_seconds
-from bench.replicator_throughput import PARTITIONS, create_topic, fill
+from bench.replicator_throughput import PARTITIONS, create_topic, fill_spread
+from runtime import ErrorClass, classify
 from runtime.names import FlowNames
+from runtime.settings import Settings
 
 _LOOPS = {"replicator": "Replicator.run ", "deduplicator": "Deduplicator.run "}
 _FRAME = re.compile(r"(.*) \((?:.*/)?([^/:]*?)(?::\d+)?\)$")
@@ -44,6 +47,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--size", type=int, default=100, help="value bytes of each record")
+    parser.add_argument("--partitions", type=int, default=PARTITIONS, help="of the source topic")
     parser.add_argument("--out", type=Path, default=Path("profiles"))
     args = parser.parse_args()
     spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
@@ -53,8 +57,8 @@ def main() -> None:
     with bench_clusters("bench-profile-") as (base, clusters):
         source, target = (c.bootstrap_servers for c in clusters)
         topic = f"profile-{args.size}"
-        create_topic(source, topic)
-        fill(source, topic, args.size, args.records)
+        create_topic(source, topic, args.partitions)
+        fill_spread(source, [(topic, p) for p in range(args.partitions)], args.size, args.records)
         flow = FlowNames("profile")
         env = {
             **os.environ,
@@ -66,10 +70,11 @@ def main() -> None:
             "STATE_DIR": str(base / "state"),
             "METRICS_PORT": "0",
         }
-        stage1_done = _reached(source, flow.replicator_group, topic, args.records)
+        stage1_done = _reached(source, flow.replicator_group, topic, args.partitions, args.records)
         _profile("replicator", env, stage1_done, spy, args.out, args.records)
-        staged = _end_offsets(target, flow.staging)
-        stage2_done = _reached(target, flow.deduplicator_group, flow.staging, staged)
+        lanes = Settings.model_fields["staging_partitions"].default  # stage 1 creates staging
+        staged = _end_offsets(target, flow.staging, lanes)
+        stage2_done = _reached(target, flow.deduplicator_group, flow.staging, lanes, staged)
         _profile("deduplicator", env, stage2_done, spy, args.out, args.records)
 
 
@@ -86,10 +91,18 @@ def _profile(
         stderr=subprocess.DEVNULL,
     )  # fmt: skip
     started = time.monotonic()
-    while not done():
-        if process.poll() is not None:
-            sys.exit(f"{role} exited with {process.returncode}; see {out / f'{role}.log'}")
-        time.sleep(0.1)
+    try:
+        while not done():
+            if process.poll() is not None:
+                sys.exit(f"{role} exited with {process.returncode}; see {out / f'{role}.log'}")
+            time.sleep(0.1)
+    except BaseException:
+        # Never left behind: a stage outliving its clusters holds its instance id on this host,
+        # and the next run's stage would stop at start-up on it.
+        for child in (sampler, process):
+            child.kill()
+            child.wait(60)
+        raise
     seconds = time.monotonic() - started
     threads = sorted(thread_cpu_seconds(process.pid), reverse=True)
     process.send_signal(signal.SIGTERM)
@@ -141,22 +154,31 @@ def _name(frame: str) -> str:
     return f"{match.group(1)} ({match.group(2)})" if match else frame
 
 
-def _reached(bootstrap: str, group: str, topic: str, count: int) -> Callable[[], bool]:
+def _reached(
+    bootstrap: str, group: str, topic: str, partitions_of_topic: int, count: int
+) -> Callable[[], bool]:
     watcher = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
-    partitions = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+    partitions = [TopicPartition(topic, p) for p in range(partitions_of_topic)]
 
     def done() -> bool:
-        return committed_total(watcher, partitions) >= count
+        try:
+            return committed_total(watcher, partitions) >= count
+        except KafkaException as exc:
+            # The first group of a fresh cluster: its coordinator is still loading the offsets
+            # topic (NOT_COORDINATOR) while the stage starts. Not yet, not a failure.
+            if classify(exc.args[0]) is ErrorClass.RETRIABLE:
+                return False
+            raise
 
     return done
 
 
-def _end_offsets(bootstrap: str, topic: str) -> int:
+def _end_offsets(bootstrap: str, topic: str, partitions: int) -> int:
     reader = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-profile"})
     try:
         return sum(
             reader.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-            for p in range(PARTITIONS)
+            for p in range(partitions)
         )
     finally:
         reader.close()
