@@ -224,14 +224,16 @@ bench-validate: install
 bench-tls: install
 	$(BIN)/python -m bench.tls_cost --records 1000000 --rounds 2
 
-# Issue 7's measure: offset sync's lag (p50/p99) and its requests per second to each cluster with
-# 50 groups x 12 partitions committing every second under live traffic (about 1.5 minutes).
+# Issue 7's measure: offset sync's lag (p50/p99), its requests per second to each cluster and its
+# CPU with 50 groups x 12 partitions committing every second under live traffic (about 1.5
+# minutes).
 bench-offsetsync: install
 	$(BIN)/python -m bench.offsetsync_lag
 
-# Issue 34's groups axis: offset sync with 50, 500 and 2,000 groups of 12 partitions, each
-# committing about every second: its lag p50/p99, its cycles and its CPU (with its offset fetch
-# process), one invocation of bench.offsetsync_lag each, 120 s measured (about 12 minutes).
+# Issue 34's groups axis: offset sync with 50, 500 and 2,000 groups of 12 partitions, each meant
+# to commit about every second: its lag p50/p99, its cycles and its CPU (with its two offset
+# fetch processes), one invocation of bench.offsetsync_lag each, 120 s measured (about 12
+# minutes).
 bench-groups: install
 	for groups in 50 500 2000; do \
 		$(BIN)/python -m bench.offsetsync_lag --groups $$groups --duration 120 || exit 1; \

@@ -50,10 +50,12 @@ def process_cpu_seconds(pid: int | None) -> float:
 
 
 def process_group_cpu_seconds(pgid: int) -> float:
-    """utime + stime of every live process in the process group ``pgid``: a role started in a
-    session of its own with the helper processes it runs (offset sync's offset fetch process).
-    A helper that ended takes its count out of the sum (its parent's cutime holds it only once
-    reaped), so the figure may read low, never high."""
+    """The CPU of the process group ``pgid``: a role started in a session of its own with the
+    helper processes it runs (offset sync's two offset fetch processes, replaced when one is
+    lost). Each live member's utime + stime, and its cutime + cstime: a helper that ended and was
+    waited for counts through its parent, so one that ends between two readings moves from its
+    own line to its parent's instead of leaving the sum. Only a helper that ended and was not
+    yet waited for is missed; the figure may read low, never high."""
     total = 0.0
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -62,9 +64,11 @@ def process_group_cpu_seconds(pgid: int) -> float:
             stat = (entry / "stat").read_text()
         except (FileNotFoundError, ProcessLookupError):
             continue  # it ended between the listing and the read
-        # After the name's closing parenthesis: state, ppid, pgrp (proc(5) fields 3-5).
-        if int(stat.rsplit(")", 1)[1].split()[2]) == pgid:
-            total += _stat_cpu_seconds(stat)
+        # After the name's closing parenthesis: state, ppid, pgrp (proc(5) fields 3-5), and
+        # utime, stime, cutime, cstime (fields 14-17) at 11-14.
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[2]) == pgid:
+            total += sum(int(field) for field in fields[11:15]) / CLK_TCK
     return total
 
 

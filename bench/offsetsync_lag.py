@@ -1,4 +1,4 @@
-"""Offset sync's lag, and the requests it sends to each cluster, with many groups committing.
+"""Offset sync's lag, its requests to each cluster and its CPU, with many groups committing.
 
     python -m bench.offsetsync_lag [--duration S] [--interval-ms MS] [--groups G]
                                    [--partitions P] [--rate R] [--json PATH]
@@ -25,7 +25,9 @@ commits every second it is at most about one second plus a cycle: a group commit
 waits up to one interval. Its two parts are shown: to the cycle that first saw the offset
 (seen_ms), then to the target commit. Offset sync's own lag histogram (seen to committed) and
 cycle times come from its /metrics, as do its requests per cluster (librdkafka statistics, the
-counter moves once a second), all as differences between the window's two ends.
+counter moves once a second), all as differences between the window's two ends. Its CPU, with
+its offset fetch processes (the role's process group), is read from /proc at the same two ends
+(issue 34's groups axis: `make bench-groups`).
 Timings on a 2-core machine are noisy (two brokers, the traffic, 50 groups and offset sync share
 the cores): nothing here passes or fails on a number. Exit status 1 only when something broke:
 offset sync exited non-zero, the traffic died, no checkpoint was seen, or a translation was wrong.
@@ -122,7 +124,7 @@ def main() -> None:
             port = free_port()
             settings = _settings(source, target, source_topic, topic, prefix, args, port)
             sync = RoleProcess("offsetsync", settings, base, cwd=ROOT).start()
-            # Offset sync and its offset fetch process: the role runs in a session of its own.
+            # Offset sync and its offset fetch processes: the role runs in a session of its own.
             pgid = sync.pid
             assert pgid is not None
             first, last, window, seconds, cpu_s = _measure(

@@ -94,7 +94,7 @@ def numbers(
     cpu_seconds: float,
 ) -> dict:
     """Everything the bench reports, in the order of its --json file. ``cpu_seconds``: offset
-    sync's and its offset fetch process's, over the window."""
+    sync's and its two offset fetch processes', over the window."""
     copy_lag = [n for t, n in committer.copy_lag if window[0] <= t <= window[1]]
     return {
         "duration_seconds": round(seconds, 1),
@@ -323,7 +323,7 @@ def _sync_rows(n: dict) -> list[tuple[str, str]]:
         ),
         (
             "offsetsync CPU",
-            f"{n['offsetsync_cpu_cores']} cores (with its offset fetch process), "
+            f"{n['offsetsync_cpu_cores']} cores (with its offset fetch processes), "
             f"{_v(n['offsetsync_cpu_ms_per_group_per_cycle'])} ms per group per cycle",
         ),
         (

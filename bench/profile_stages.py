@@ -35,7 +35,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from bench.clusters import bench_clusters
 from bench.common import committed_total, thread_cpu_seconds
 from bench.replicator_throughput import PARTITIONS, create_topic, fill_spread
-from runtime import ErrorClass, classify
+from runtime import ErrorClass, classify, kafka_error_of
 from runtime.names import FlowNames
 from runtime.settings import Settings
 
@@ -96,18 +96,18 @@ def _profile(
             if process.poll() is not None:
                 sys.exit(f"{role} exited with {process.returncode}; see {out / f'{role}.log'}")
             time.sleep(0.1)
-    except BaseException:
-        # Never left behind: a stage outliving its clusters holds its instance id on this host,
-        # and the next run's stage would stop at start-up on it.
+        seconds = time.monotonic() - started
+        threads = sorted(thread_cpu_seconds(process.pid), reverse=True)
+        process.send_signal(signal.SIGTERM)
+        process.wait(60)
+        sampler.wait(60)
+    finally:
+        # Never left behind, whatever failed: a stage outliving its clusters holds its instance
+        # id on this host, and the next run's stage would stop at start-up on it.
         for child in (sampler, process):
-            child.kill()
-            child.wait(60)
-        raise
-    seconds = time.monotonic() - started
-    threads = sorted(thread_cpu_seconds(process.pid), reverse=True)
-    process.send_signal(signal.SIGTERM)
-    process.wait(60)
-    sampler.wait(60)
+            if child.poll() is None:
+                child.kill()
+                child.wait(60)
     folded = _main_loop(raw, _LOOPS[role])
     (out / f"{role}.folded").write_text("".join(f"{s} {n}\n" for s, n in folded.items()))
     flamegraph = shutil.which("inferno-flamegraph")
@@ -166,7 +166,7 @@ def _reached(
         except KafkaException as exc:
             # The first group of a fresh cluster: its coordinator is still loading the offsets
             # topic (NOT_COORDINATOR) while the stage starts. Not yet, not a failure.
-            if classify(exc.args[0]) is ErrorClass.RETRIABLE:
+            if classify(kafka_error_of(exc)) is ErrorClass.RETRIABLE:
                 return False
             raise
 
