@@ -64,9 +64,8 @@ def process_group_cpu_seconds(pgid: int) -> float:
             stat = (entry / "stat").read_text()
         except (FileNotFoundError, ProcessLookupError):
             continue  # it ended between the listing and the read
-        # After the name's closing parenthesis: state, ppid, pgrp (proc(5) fields 3-5), and
-        # utime, stime, cutime, cstime (fields 14-17) at 11-14.
-        fields = stat.rsplit(")", 1)[1].split()
+        # pgrp is proc(5)'s field 5; utime, stime, cutime, cstime its fields 14-17.
+        fields = _stat_fields(stat)
         if int(fields[2]) == pgid:
             total += sum(int(field) for field in fields[11:15]) / CLK_TCK
     return total
@@ -115,10 +114,15 @@ def _threads(pid: int) -> list[tuple[int, float, str]]:
 
 
 def _stat_cpu_seconds(stat: str) -> float:
-    # The name, in parentheses, may hold spaces: fields are counted after its closing one, where
-    # utime and stime, stat's fields 14 and 15 (proc(5)), are the 12th and 13th.
-    fields = stat.rsplit(")", 1)[1].split()
+    # utime and stime, stat's fields 14 and 15 (proc(5)).
+    fields = _stat_fields(stat)
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def _stat_fields(stat: str) -> list[str]:
+    """A /proc stat line's fields after the name: proc(5)'s field N at N - 3. The name, in
+    parentheses, may hold spaces; fields are counted after its closing one."""
+    return stat.rsplit(")", 1)[1].split()
 
 
 def committed_total(watcher: Consumer, partitions: list[TopicPartition]) -> int:

@@ -109,8 +109,7 @@ def numbers(
         "copier_behind_records_mean": round(sum(copy_lag) / len(copy_lag)) if copy_lag else None,
         **_group_commits(committer, window, seconds, args.partitions),
         **_checkpoints(committer, checkpoints, window, args.interval_ms),
-        **_offsetsync(first, last, seconds),
-        **_cpu(first, last, seconds, cpu_seconds, args.groups),
+        **_offsetsync(first, last, seconds, cpu_seconds, args.groups),
         "load_average_at_end": round(os.getloadavg()[0], 2),
     }
 
@@ -172,8 +171,9 @@ def _checkpoints(
     }
 
 
-def _offsetsync(first: str, last: str, seconds: float) -> dict:
-    """From offset sync's /metrics: the window's growth, and its groups' states at the end."""
+def _offsetsync(first: str, last: str, seconds: float, cpu_seconds: float, groups: int) -> dict:
+    """From offset sync's /metrics: the window's growth, and its groups' states at the end; with
+    its CPU over the window, in cores and per group a cycle went through."""
     requests = {
         cluster: _delta(first, last, REQUESTS, cluster=cluster) / seconds for cluster in CLUSTERS
     }
@@ -195,13 +195,6 @@ def _offsetsync(first: str, last: str, seconds: float) -> dict:
         },
         "requests_per_second_source": round(requests["source"], 1),
         "requests_per_second_target": round(requests["target"], 1),
-    }
-
-
-def _cpu(first: str, last: str, seconds: float, cpu_seconds: float, groups: int) -> dict:
-    """Offset sync's CPU: in cores over the window, and per group a cycle went through."""
-    cycles = _delta(first, last, f"{CYCLE}_count")
-    return {
         "offsetsync_cpu_cores": round(cpu_seconds / seconds, 3),
         "offsetsync_cpu_ms_per_group_per_cycle": (
             round(cpu_seconds * 1000 / (groups * cycles), 3) if cycles else None

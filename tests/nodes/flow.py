@@ -133,13 +133,7 @@ def run_through(
             stall = watch.stall(started, stopped, partition)
     assert produced > RECORDS_PER_SECOND, produced
     assert not producer.failures, producer.failures[:3]
-    topics = [flow.topic, flow.transactional_topic]
-    source = read_source(flow.source.bootstrap_servers, topics)
-    destination = await_records(
-        flow.target.bootstrap_servers, set(topics), sum(map(len, source.values())), 240
-    )
-    assert_exactly_once(flow.source, source, destination)
-    audit_s = assert_audited(flow, sum(map(len, source.values())))
+    _, audit_s = assert_both_verdicts(flow, 240)
     for stage in stages:
         # No role exits on a single broker's failure: the orchestrator has nothing to do.
         assert stage.is_running(), f"{stage.name} exited {stage.returncode}\n{stage.log_tail()}"
@@ -157,7 +151,19 @@ def run_through(
     return stall, watch
 
 
-def assert_audited(flow: Flow, source_records: int) -> float:
+def assert_both_verdicts(flow: Flow, timeout_s: float) -> tuple[int, float]:
+    """Both topics of the flow copied exactly once, by the record-by-record verdict read here
+    (the destination awaited up to ``timeout_s``) and by the Spark audit. Returns the committed
+    source records and the audit's seconds."""
+    topics = [flow.topic, flow.transactional_topic]
+    source = read_source(flow.source.bootstrap_servers, topics)
+    records = sum(map(len, source.values()))
+    destination = await_records(flow.target.bootstrap_servers, set(topics), records, timeout_s)
+    assert_exactly_once(flow.source, source, destination)
+    return records, _assert_audited(flow, records)
+
+
+def _assert_audited(flow: Flow, source_records: int) -> float:
     """The second verdict, as a user gets it: `exactly validate --require-complete` on local
     Spark, through Spark's own Kafka reader and the provenance header, over both topics of the
     flow. Clean, and every committed source record matched (a clean audit of fewer records
