@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from confluent_kafka.admin import AdminClient
 
+from offsetsync.admin_session import GROUP_CONNECTIONS
 from offsetsync.groups import ClusterGroups
 from offsetsync.metrics import OffsetSyncMetrics
 from offsetsync.offset_fetch import LogSetup, OffsetFetchProcess
@@ -63,8 +64,8 @@ def connect(settings: Settings, metrics: OffsetSyncMetrics) -> SyncClients:
     return SyncClients(
         source_admin,
         target_admin,
-        _groups(settings.source, metrics.request_counter("source"), logs),
-        _groups(settings.destination, metrics.request_counter("target"), logs),
+        _groups(settings.source, lambda: metrics.request_counter("source"), logs),
+        _groups(settings.destination, lambda: metrics.request_counter("target"), logs),
         ClusterReader(
             settings.source.client_config(),
             source_admin,
@@ -81,17 +82,24 @@ def connect(settings: Settings, metrics: OffsetSyncMetrics) -> SyncClients:
 
 
 def _groups(
-    cluster: ClusterSettings, stats_cb: Callable[[str], None], logs: LogSetup
+    cluster: ClusterSettings, new_counter: Callable[[], Callable[[str], None]], logs: LogSetup
 ) -> ClusterGroups:
     # The fetching process's requests are not in the requests metric: its statistics stay in
     # that process.
     fetch = OffsetFetchProcess(cluster.client_config(), logs)
-    return ClusterGroups(_admin_maker(cluster, stats_cb=stats_cb), cluster.client_config(), fetch)
+    return ClusterGroups(
+        _admin_maker(cluster, new_counter),
+        cluster.client_config(),
+        fetch,
+        connections=GROUP_CONNECTIONS,
+    )
 
 
 def _admin_maker(
-    cluster: ClusterSettings, *, stats_cb: Callable[[str], None]
+    cluster: ClusterSettings, new_counter: Callable[[], Callable[[str], None]]
 ) -> Callable[[], AdminClient]:
-    """Makes admin clients of ``cluster`` one after another, all counted by one ``stats_cb``
-    (OffsetSyncMetrics.request_counter starts over with each new client)."""
-    return lambda: admin_client(cluster, **{"statistics.interval.ms": 1000, "stats_cb": stats_cb})
+    """Makes admin clients of ``cluster``, each counted by a ``stats_cb`` of its own
+    (``new_counter``): their statistics' totals are each client's, and several live at once."""
+    return lambda: admin_client(
+        cluster, **{"statistics.interval.ms": 1000, "stats_cb": new_counter()}
+    )

@@ -80,14 +80,17 @@ class ClusterGroups:
         new_admin: Callable[[], AdminClient],
         client_config: Mapping[str, str],
         fetch: OffsetFetchProcess | GroupOffsetFetch,
+        *,
+        connections: int = 1,
     ) -> None:
-        self._session = AdminSession(new_admin)
+        # The commits of a cycle are spread over ``connections`` clients (AdminSession).
+        self._session = AdminSession(new_admin, connections=connections)
         self._client_config = client_config
         self._fetch = fetch
 
     def serve_callbacks(self) -> None:
-        """Deliver its admin client's queued statistics (its requests metric)."""
-        self._session.admin.poll(0)
+        """Deliver its admin clients' queued statistics (its requests metric)."""
+        self._session.poll()
 
     def close(self) -> None:
         self._fetch.close()
@@ -212,8 +215,9 @@ class ClusterGroups:
     ) -> dict[str, dict[Key, KafkaError | None]]:
         """Commit each group's offsets, each with ``metadata``; the outcome per partition
         (None: committed)."""
+        admins = self._session.spread()
         futures = {
-            group: self._session.admin.alter_consumer_group_offsets(
+            group: next(admins).alter_consumer_group_offsets(
                 [
                     ConsumerGroupTopicPartitions(
                         group,

@@ -41,7 +41,12 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient
 
-from offsetsync.admin_session import COORDINATOR_REQUEST_TIMEOUT_S, TIMEOUT_S, AdminSession
+from offsetsync.admin_session import (
+    COORDINATOR_REQUEST_TIMEOUT_S,
+    GROUP_CONNECTIONS,
+    TIMEOUT_S,
+    AdminSession,
+)
 from runtime import LIBRDKAFKA_LOG, configure_logging, get_logger, kafka_error_of
 
 log = get_logger("offsetsync")
@@ -273,13 +278,15 @@ class GroupOffsetFetch:
     """The fetching process's work: each group's stable committed offsets through an admin
     client of its own (AdminSession: never timed out by librdkafka, replaced when unanswered)."""
 
-    def __init__(self, new_admin: Callable[[], AdminClient]) -> None:
-        self._session = AdminSession(new_admin)
+    def __init__(self, new_admin: Callable[[], AdminClient], *, connections: int = 1) -> None:
+        # A cycle's fetches are spread over ``connections`` clients (AdminSession).
+        self._session = AdminSession(new_admin, connections=connections)
 
     def fetch(self, groups: Iterable[str], timeout_s: float | None = None) -> dict[str, Answer]:
         # Only stable offsets: a transactional commit still in flight is not an offset yet.
+        admins = self._session.spread()
         futures = {
-            group: self._session.admin.list_consumer_group_offsets(
+            group: next(admins).list_consumer_group_offsets(
                 [ConsumerGroupTopicPartitions(group)],
                 require_stable=True,
                 request_timeout=COORDINATOR_REQUEST_TIMEOUT_S,
@@ -297,7 +304,7 @@ class GroupOffsetFetch:
     def serve(self) -> None:
         """Deliver the client's queued log lines (left unserved, they pile up for as long as
         the client lives) and destroy the clients replaced."""
-        self._session.admin.poll(0)
+        self._session.poll()
         self._session.release()
 
     def close(self) -> None:
@@ -324,7 +331,7 @@ def main() -> None:
     faulthandler.enable(all_threads=True)
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     config = {**setup["config"], "logger": LIBRDKAFKA_LOG}
-    fetch = GroupOffsetFetch(lambda: AdminClient(config))
+    fetch = GroupOffsetFetch(lambda: AdminClient(config), connections=GROUP_CONNECTIONS)
     while True:
         if not _ready(requests, selectors.EVENT_READ, _IDLE_POLL_S):
             fetch.serve()

@@ -146,6 +146,46 @@ def test_an_unanswered_commit_is_timed_out_on_each_of_its_partitions(monkeypatch
     assert made == [first, second]
 
 
+def test_a_cycle_s_requests_are_spread_over_the_clients_and_all_made_anew_on_one_unanswered(
+    monkeypatch,
+):
+    # A broker answers one connection's requests one after another: spread over clients, each
+    # with its own connections, they wait on each other less (AdminSession).
+    monkeypatch.setattr(offsetsync.admin_session, "TIMEOUT_S", 0.2)
+    groups = [f"g{i}" for i in range(6)]
+    first, second, third = _Admin(set(groups)), _Admin(set(groups) - {"g4"}), _Admin(set())
+    fourth, fifth, sixth = _Admin(set(groups)), _Admin(set(groups)), _Admin(set(groups))
+    new_admin, made = _maker(first, second, third, fourth, fifth, sixth)
+    fetch = GroupOffsetFetch(new_admin, connections=3)
+    assert made == [first, second, third]
+    found = fetch.fetch(groups)
+    assert [len(admin.timeouts) for admin in (first, second, third)] == [2, 2, 2]
+    # In turn: g2 and g5 went to the third client, g4 to the second; none of them answered.
+    # Which client held them is not known, so every client goes.
+    assert sorted(g for g, answer in found.items() if isinstance(answer, list)) == [
+        "g0",
+        "g1",
+        "g3",
+    ]
+    assert made == [first, second, third, fourth, fifth, sixth]
+    assert all(isinstance(answer, list) for answer in fetch.fetch(groups).values())
+    assert [len(admin.timeouts) for admin in (fourth, fifth, sixth)] == [2, 2, 2]
+
+
+def test_a_session_without_a_client_is_refused():
+    with pytest.raises(ValueError, match="not 0"):
+        offsetsync.admin_session.AdminSession(lambda: _Admin(set()), connections=0)
+
+
+def test_commits_are_spread_over_the_clients():
+    first, second = _Admin({"g0", "g1", "g2"}), _Admin({"g0", "g1", "g2"})
+    new_admin, _made = _maker(first, second)
+    groups = ClusterGroups(new_admin, {}, GroupOffsetFetch(lambda: _Admin(set())), connections=2)
+    outcomes = groups.commit({g: {("t", 0): 6} for g in ("g0", "g1", "g2")}, "m")
+    assert outcomes == {g: {("t", 0): None} for g in ("g0", "g1", "g2")}
+    assert [len(first.timeouts), len(second.timeouts)] == [2, 1]
+
+
 def test_an_unanswered_listing_fails_the_cycle_and_the_admin_client_is_made_anew(monkeypatch):
     # Seen on three nodes: offset sync's cycle blocked on the listing for minutes, silent.
     monkeypatch.setattr(offsetsync.admin_session, "TIMEOUT_S", 0.2)
