@@ -98,9 +98,12 @@ test-slow: install toxiproxy
 # min.insync.replicas 2): a node SIGKILLed for what it leads or coordinates, rolling restarts
 # (SIGTERM and SIGKILL), two target nodes down at once; each ends in the record-by-record
 # verdict and the Spark audit; the stalls measured are printed at the end (12 to 30 minutes
-# here, with the machine's load: 29 min 36 s at 4bdc570).
+# here, with the machine's load: 29 min 36 s at 4bdc570). Then `exactly kafka up`, `demo` and
+# `chaos` with --nodes 3 as a user types them (about 5 minutes), in a run of their own: each
+# makes six JVMs of its own, never beside tests/nodes' shared clusters.
 test-nodes: install toxiproxy
 	$(BIN)/pytest -m nodes tests/nodes --durations=10 $(PYTEST_ARGS)
+	$(BIN)/pytest -m nodes tests/cli/test_nodes_commands.py --durations=5 $(PYTEST_ARGS)
 
 # The three-node scenarios whose bounds held in every run since they were written (about 5
 # minutes): a node SIGKILLed for each thing it leads or coordinates, every leader of the flow

@@ -1,10 +1,13 @@
-"""Offset sync while the group coordinators move: a group commits on the source, the node
-coordinating it on the source is SIGKILLed, the group commits again with its new coordinator,
-and the target's coordinator of the group dies too; offset sync rides it out and the group
-resumes on the target exactly where it stopped (issue 31)."""
+"""Offset sync while the group coordinators move (issue 31): between two commits of the group
+(the node coordinating it on the source SIGKILLed, the group commits again with its new
+coordinator, and the target's coordinator of the group dies too), and inside one cycle, between
+the listing that shows the group and the fetch of its offsets. Offset sync rides it out and the
+group resumes on the target exactly where it stopped."""
 
 from __future__ import annotations
 
+import dataclasses
+import threading
 import time
 
 from confluent_kafka import KafkaException
@@ -12,9 +15,14 @@ from confluent_kafka import KafkaException
 from exactly.harness.errors import DemoError
 from exactly.harness.failover import process_and_stop, resume_on_target
 from localkafka.replicas import group_coordinator
+from offsetsync.checkpoints import CheckpointWriter
+from offsetsync.clients import connect
+from offsetsync.loop import OffsetSync
+from offsetsync.metrics import OffsetSyncMetrics
+from runtime import load_settings
 from tests.kafka_helpers import produce_numbered, read_all
 from tests.nodes.flow import HOLD_S, PARTITIONS, RESTART_S, assert_both_verdicts, make_flow
-from tests.offsetsync.groups import await_committed
+from tests.offsetsync.groups import await_committed, commit_offsets, committed_offsets
 from tests.replication.staging import await_records
 
 RECORDS = 1200
@@ -88,15 +96,181 @@ def _await_resumed_exactly(source, target, group, topic, expected, timeout_s=120
     unread = {
         p: [r.value for r in records if r.partition == p][offset:] for p, offset in expected.items()
     }
-    # Where each partition's first unread record sits on the target (stage 2's commit markers
-    # make the target's offsets differ from the source's); every value is unique.
-    copied = {r.value: r.offset for r in read_all(target.bootstrap_servers, topic, PARTITIONS)}
-    await_committed(
-        target.bootstrap_servers,
-        group,
-        topic,
-        {p: copied[values[0]] for p, values in unread.items()},
-        timeout_s=timeout_s,
-    )
+    positions = _copied_positions(source, target, topic, expected)
+    await_committed(target.bootstrap_servers, group, topic, positions, timeout_s=timeout_s)
     read = resume_on_target(target.bootstrap_servers, group, topic, PARTITIONS)
     assert {p: [r.value for r in records] for p, records in read.items()} == unread
+
+
+def _copied_positions(source, target, topic, counts: dict[int, int]) -> dict[int, int]:
+    """Where the copy of each partition's record ``counts[p]`` (the first a group that read
+    that many has not read) sits on the target: stage 2's commit markers make the target's
+    offsets differ from the source's. Every value is unique."""
+    records = read_all(source.bootstrap_servers, topic, PARTITIONS)
+    copied = {r.value: r.offset for r in read_all(target.bootstrap_servers, topic, PARTITIONS)}
+    return {
+        p: copied[[r.value for r in records if r.partition == p][count]]
+        for p, count in counts.items()
+    }
+
+
+class _MovedAfterListing:
+    """A cluster's groups as offset sync's cycle asks them (ClusterGroups), whose first offset
+    fetch of ``group`` finds the group's coordinator SIGKILLed: the cycle listed the group
+    with the coordinator alive, and fetches after it died. Armed by ``arm``; ``killed`` is the
+    node, for the test to restart."""
+
+    def __init__(self, cluster, group: str) -> None:
+        self._cluster = cluster
+        self._group = group
+        self._armed = False
+        self.groups = None  # the ClusterGroups of the current clients (set by _Hooked)
+        self.killed: int | None = None
+
+    def arm(self) -> None:
+        self._armed, self.killed = True, None
+
+    def __getattr__(self, name):
+        return getattr(self.groups, name)
+
+    def committed(self, groups):
+        groups = list(groups)
+        if self._armed and self._group in groups:
+            self._armed = False
+            self.killed = group_coordinator(self._cluster.bootstrap_servers, self._group)
+            self._cluster.kill_node(self.killed)
+        return self.groups.committed(groups)
+
+
+class _Hooked:
+    """Offset sync's loop in this process, its clients' groups wrapped by the hooks (made anew
+    with them when the loop makes its clients anew), running until ``stop``."""
+
+    def __init__(self, env: dict[str, str], source_hook, target_hook) -> None:
+        self._settings = load_settings(env)
+        self._metrics = OffsetSyncMetrics()
+        self._hooks = source_hook, target_hook
+        self._stop = threading.Event()
+        self.failed: BaseException | None = None
+        clients = self._connect()
+        cluster_id = clients.source_admin.describe_cluster().result(30).cluster_id
+        self._checkpoints = CheckpointWriter(
+            self._settings.destination.client_config(),
+            clients.target_admin,
+            self._settings.names.checkpoints,
+            lambda error: None,
+        )
+        self.sync = OffsetSync(
+            self._settings,
+            self._metrics,
+            clients=clients,
+            reconnect=self._connect,
+            checkpoints=self._checkpoints,
+            source_cluster_id=cluster_id,
+            should_stop=self._stop.is_set,
+            wait=self._stop.wait,
+        )
+        self._thread = threading.Thread(target=self._run, name="offsetsync-hooked", daemon=True)
+
+    def _connect(self):
+        clients = connect(self._settings, self._metrics)
+        source_hook, target_hook = self._hooks
+        source_hook.groups, target_hook.groups = clients.source_groups, clients.target_groups
+        return dataclasses.replace(clients, source_groups=source_hook, target_groups=target_hook)
+
+    def _run(self) -> None:
+        try:
+            self.sync.run()
+        except BaseException as exc:  # a role would have exited: the test says so
+            self.failed = exc
+
+    def __enter__(self) -> _Hooked:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        self._stop.set()
+        self._thread.join(60)
+        self.sync.close()
+        self._checkpoints.close()
+        assert not self._thread.is_alive(), "offset sync's loop did not stop in 60 s"
+
+    def assert_running(self) -> None:
+        assert self.failed is None, f"offset sync's loop ended: {self.failed!r}"
+
+    def await_metric(self, name: str, at_least: float, timeout_s: float = 60.0) -> None:
+        """Until offset sync's metric ``name`` (as /metrics shows it) reaches ``at_least``."""
+        deadline = time.monotonic() + timeout_s
+        while (self._metrics.registry.get_sample_value(name) or 0) < at_least:
+            self.assert_running()
+            assert time.monotonic() < deadline, f"{name} below {at_least} after {timeout_s} s"
+            time.sleep(0.2)
+
+
+def test_offsetsync_while_a_coordinator_moves_between_its_listing_and_its_fetch(
+    three_nodes, roles, unique_topic, unique_group, tmp_path
+):
+    """A cycle lists the group, then its coordinator dies before the cycle fetches the group's
+    offsets: on the source (the offsets just committed are not seen this cycle), then on the
+    target (the offsets there are not known this cycle, so nothing may be committed over them).
+    Offset sync keeps its loop, commits nothing it did not read, and the group resumes on the
+    target exactly where it stopped on the source."""
+    source, target = three_nodes["source"], three_nodes["target"]
+    group = unique_group("listed")
+    flow = make_flow(
+        three_nodes,
+        unique_topic,
+        tmp_path,
+        OFFSETSYNC_GROUPS_INCLUDE=group,
+        OFFSETSYNC_INTERVAL_MS="300",
+    )
+    produce_numbered(source.bootstrap_servers, flow.topic, PARTITIONS, 0, RECORDS)
+    stages = [roles.start(role, flow.env) for role in ("replicator", "deduplicator")]
+    await_records(target.bootstrap_servers, {flow.topic}, RECORDS, 180)
+
+    on_source, on_target = _MovedAfterListing(source, group), _MovedAfterListing(target, group)
+    process_and_stop(
+        source.bootstrap_servers, group, flow.topic, dict.fromkeys(range(PARTITIONS), 30)
+    )
+    on_source.arm()
+    with _Hooked(flow.env, on_source, on_target) as sync:
+        # The source's coordinator of the group dies between the first listing and its fetch;
+        # cycles go on without it for a while, and it comes back.
+        _ride_out(source, on_source, sync)
+        _await_resumed_exactly(
+            source, target, group, flow.topic, dict.fromkeys(range(PARTITIONS), 30)
+        )
+
+        # The group, failed over, reads on at the target (as its application does there),
+        # while it commits at the source, behind that: the target's coordinator of it dies
+        # between a listing that shows it and its fetch. Not knowing where the group is there,
+        # offset sync must not commit; knowing it again, it must not move the group back.
+        ahead = _copied_positions(source, target, flow.topic, dict.fromkeys(range(PARTITIONS), 150))
+        commit_offsets(target.bootstrap_servers, group, flow.topic, ahead)
+        committed = _commit_while_it_moves(source, group, flow.topic, 120)
+        assert committed == dict.fromkeys(range(PARTITIONS), 120)
+        on_target.arm()
+        _ride_out(target, on_target, sync)
+        sync.await_metric("exactly_offsetsync_not_moved_back_total", PARTITIONS)
+        assert committed_offsets(target.bootstrap_servers, group, flow.topic) == {
+            (flow.topic, p): offset for p, offset in ahead.items()
+        }
+        sync.assert_running()
+    for stage in stages:
+        assert stage.is_running(), f"{stage.name} exited {stage.returncode}\n{stage.log_tail()}"
+        assert stage.terminate(30) == 0, stage.log_tail()
+    records, _ = assert_both_verdicts(flow, 60)
+    assert records == RECORDS
+
+
+def _ride_out(cluster, hook: _MovedAfterListing, sync: _Hooked, timeout_s: float = 60.0) -> None:
+    """The node ``hook`` kills, once a cycle fetches its group, left down for HOLD_S (the
+    group's coordination moves meanwhile) and started again; offset sync's loop still runs."""
+    deadline = time.monotonic() + timeout_s
+    while hook.killed is None:
+        sync.assert_running()
+        assert time.monotonic() < deadline, f"no cycle fetched the group in {timeout_s:.0f} s"
+        time.sleep(0.1)
+    time.sleep(HOLD_S)
+    cluster.start_node(hook.killed, tie_to_parent=True, ready_timeout_s=RESTART_S)
+    sync.assert_running()

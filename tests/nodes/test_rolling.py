@@ -1,7 +1,7 @@
 """Every node of the source, then of the target, restarted one at a time as an upgrade does
-(the next once every replica is in sync again), and every node of the target crashed and
-restarted in turn, under traffic: nothing lost or duplicated, no role exits, and each node's
-restart stalls the destination only briefly (issue 31)."""
+(the next once every replica is in sync again), and every node of the source, then of the
+target, crashed and restarted in turn, under traffic: nothing lost or duplicated, no role
+exits, and each node's restart stalls the destination only briefly (issue 31)."""
 
 from __future__ import annotations
 
@@ -19,11 +19,11 @@ from tests.nodes.flow import (
     run_through,
 )
 
-# An upgrade rolls both clusters with controlled shutdowns. Crashes roll the target only: a
-# source node SIGKILLed is test_failover's source cases (the leader of a partition, stage 1's
-# group coordinator), while on the target every node's crash moves coordinators that stage 2's
-# transactions wait on, one after the other, as they move back.
-ROLLS = {"SIGTERM": ("source", "target"), "SIGKILL": ("target",)}
+# An upgrade rolls both clusters with controlled shutdowns; crashes roll both too, one node after
+# another: on the source every node's crash moves the leaders stage 1 reads and its group's
+# coordinator, on the target the coordinators that stage 2's transactions wait on, one after the
+# other, as they move back.
+ROLLS = {"SIGTERM": ("source", "target"), "SIGKILL": ("source", "target")}
 
 
 @pytest.mark.timeout(1800)  # up to six restarts, each waiting for every replica to be in sync
@@ -57,6 +57,10 @@ def test_rolling_restart(three_nodes, roles, unique_topic, tmp_path, how):
             # Leadership handed over before the node stops: stage 1 barely notices (1.0-4.9 s
             # measured; issue 31's target of 2 s per node is not met on this machine).
             assert stall <= 10.0, stalls
+        elif name.startswith("source"):
+            # A crashed source node: its leaders and stage 1's group coordinator move once its
+            # session ends (no hung producer there: stage 1 writes the target, at least once).
+            assert stall <= FAILOVER_S, stalls
         else:
             # A target node's coordinators move even on a controlled shutdown: the offsets of
             # stage 2's group reloaded for up to 7.6 s, and librdkafka left send_offsets hanging
