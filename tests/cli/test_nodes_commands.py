@@ -7,7 +7,6 @@ this file in a pytest run of its own, never beside tests/nodes' shared clusters.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from pathlib import Path
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
+from tests.chaos.test_chaos_run import run_clean
 from tests.cli.test_demo import AUDIT_LINE, VERDICT_LINE, _survivors
 from tests.commands import run_exactly
 
@@ -89,19 +89,11 @@ def test_the_demo_on_three_nodes_survives_a_target_node_killed_and_is_exactly_on
 
 
 def test_a_short_chaos_run_on_three_nodes_picks_single_nodes_and_ends_exactly_once(tmp_path):
-    report_dir = tmp_path / "report"
-    result = run_exactly(
-        "chaos",
+    report = run_clean(
+        tmp_path,
         *("--nodes", "3", "--minutes", "2", "--faults", "12", "--rate", "500", "--seed", "7"),
-        *("--report", str(report_dir)),
-        env=_env(tmp_path),
-        timeout_s=900,
     )
-    output = result.stdout + result.stderr
-    assert result.returncode == 0, output
-    assert "CHAOS RUN CLEAN" in output
-    report = json.loads((report_dir / "chaos-report.json").read_text())
-    assert report["clean"] is True
+    assert report["nodes_per_cluster"] == 3
     verdict = report["verdict"]
     assert (verdict["missing"], verdict["duplicated"], verdict["changed"]) == (0, 0, 0)
     assert verdict["matched"] == verdict["source"] > 0

@@ -33,16 +33,7 @@ def test_offsetsync_follows_a_group_whose_coordinators_move(
 ):
     source, target = three_nodes["source"], three_nodes["target"]
     group = unique_group("moving")
-    flow = make_flow(
-        three_nodes,
-        unique_topic,
-        tmp_path,
-        OFFSETSYNC_GROUPS_INCLUDE=group,
-        OFFSETSYNC_INTERVAL_MS="300",
-    )
-    produce_numbered(source.bootstrap_servers, flow.topic, PARTITIONS, 0, RECORDS)
-    stages = [roles.start(role, flow.env) for role in ("replicator", "deduplicator")]
-    await_records(target.bootstrap_servers, {flow.topic}, RECORDS, 180)
+    flow, stages = _copied(three_nodes, roles, unique_topic, tmp_path, group)
     sync = roles.start("offsetsync", flow.env)
 
     process_and_stop(
@@ -65,11 +56,32 @@ def test_offsetsync_follows_a_group_whose_coordinators_move(
     expected = {p: 120 for p in range(PARTITIONS)}
     assert committed == expected  # no transaction markers on this source: offsets are counts
     _await_resumed_exactly(source, target, group, flow.topic, expected)
-    for role in (sync, *stages):
-        assert role.is_running(), f"{role.name} exited {role.returncode}\n{role.log_tail()}"
-        assert role.terminate(30) == 0, role.log_tail()
     # The records the group read were copied before the coordinators moved; both verdicts
     # still end the scenario, as they end every other one.
+    _stop_and_judge(flow, [sync, *stages])
+
+
+def _copied(three_nodes, roles, unique_topic, tmp_path, group: str):
+    """A flow whose offset sync selects ``group``, its RECORDS copied by both stages (left
+    running); the flow and the stages."""
+    flow = make_flow(
+        three_nodes,
+        unique_topic,
+        tmp_path,
+        OFFSETSYNC_GROUPS_INCLUDE=group,
+        OFFSETSYNC_INTERVAL_MS="300",
+    )
+    produce_numbered(flow.source.bootstrap_servers, flow.topic, PARTITIONS, 0, RECORDS)
+    stages = [roles.start(role, flow.env) for role in ("replicator", "deduplicator")]
+    await_records(flow.target.bootstrap_servers, {flow.topic}, RECORDS, 180)
+    return flow, stages
+
+
+def _stop_and_judge(flow, running) -> None:
+    """Every role of ``running`` still up and stopped cleanly; then both verdicts."""
+    for role in running:
+        assert role.is_running(), f"{role.name} exited {role.returncode}\n{role.log_tail()}"
+        assert role.terminate(30) == 0, role.log_tail()
     records, _ = assert_both_verdicts(flow, 60)
     assert records == RECORDS
 
@@ -217,16 +229,7 @@ def test_offsetsync_while_a_coordinator_moves_between_its_listing_and_its_fetch(
     target exactly where it stopped on the source."""
     source, target = three_nodes["source"], three_nodes["target"]
     group = unique_group("listed")
-    flow = make_flow(
-        three_nodes,
-        unique_topic,
-        tmp_path,
-        OFFSETSYNC_GROUPS_INCLUDE=group,
-        OFFSETSYNC_INTERVAL_MS="300",
-    )
-    produce_numbered(source.bootstrap_servers, flow.topic, PARTITIONS, 0, RECORDS)
-    stages = [roles.start(role, flow.env) for role in ("replicator", "deduplicator")]
-    await_records(target.bootstrap_servers, {flow.topic}, RECORDS, 180)
+    flow, stages = _copied(three_nodes, roles, unique_topic, tmp_path, group)
 
     on_source, on_target = _MovedAfterListing(source, group), _MovedAfterListing(target, group)
     process_and_stop(
@@ -256,11 +259,7 @@ def test_offsetsync_while_a_coordinator_moves_between_its_listing_and_its_fetch(
             (flow.topic, p): offset for p, offset in ahead.items()
         }
         sync.assert_running()
-    for stage in stages:
-        assert stage.is_running(), f"{stage.name} exited {stage.returncode}\n{stage.log_tail()}"
-        assert stage.terminate(30) == 0, stage.log_tail()
-    records, _ = assert_both_verdicts(flow, 60)
-    assert records == RECORDS
+    _stop_and_judge(flow, stages)
 
 
 def _ride_out(cluster, hook: _MovedAfterListing, sync: _Hooked, timeout_s: float = 60.0) -> None:
