@@ -100,7 +100,7 @@ test-slow: install toxiproxy
 # verdict and the Spark audit; the stalls measured are printed at the end (12 to 30 minutes
 # here, with the machine's load: 29 min 36 s at 4bdc570). Then `exactly kafka up`, `demo` and
 # `chaos` with --nodes 3 as a user types them (about 5 minutes), in a run of their own: each
-# makes six JVMs of its own, never beside tests/nodes' shared clusters.
+# makes clusters of its own, never beside tests/nodes' shared ones.
 test-nodes: install toxiproxy
 	$(BIN)/pytest -m nodes tests/nodes --durations=10 $(PYTEST_ARGS)
 	$(BIN)/pytest -m nodes tests/cli/test_nodes_commands.py --durations=5 $(PYTEST_ARGS)

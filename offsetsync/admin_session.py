@@ -9,7 +9,7 @@ then goes on through a reference the timeout freed. Reproduced here whenever the
 came back while the client lived: a broker frozen for 3 s (1 s timeout), a coordinator node
 SIGKILLed on three nodes (10 s), a broker restarted (5 s). So librdkafka is given its maximum
 request timeout (COORDINATOR_REQUEST_TIMEOUT_S) and never times such a request out itself; we
-wait by TIMEOUT_S and replace the client that still holds one.
+wait by TIMEOUT_S and replace the clients when one still holds one.
 
 A session may hold several clients (``connections``), each with its connection to every broker,
 and spread one cycle's group requests over them: a broker reads the next request of a

@@ -5,7 +5,7 @@ request to that cluster for as long as it lives, while a new client answers at o
 on Kafka 4.3.1; librdkafka #4605 reports the same, with this workaround). The sync loop
 therefore replaces all of them after a run of failed cycles.
 
-The groups of each cluster are asked through an admin client of their own, which ClusterGroups
+The groups of each cluster are asked through admin clients of their own, which ClusterGroups
 replaces by itself whenever a request to a group's coordinator goes unanswered (librdkafka
 #4605: offsetsync.admin_session), and their offsets are fetched by a process of their own, which
 a moving coordinator may crash (librdkafka #5040: offsetsync.offset_fetch).

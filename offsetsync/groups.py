@@ -71,8 +71,8 @@ class GroupOffsets:
 
 
 class ClusterGroups:
-    """The groups of one cluster: listed and committed through an admin client of its own
-    (AdminSession: one whose coordinator request went unanswered is replaced at once), their
+    """The groups of one cluster: listed and committed through admin clients of its own
+    (AdminSession: replaced at once when a coordinator request goes unanswered), their
     offsets fetched by a process of its own (``fetch``: offsetsync.offset_fetch)."""
 
     def __init__(
@@ -83,7 +83,8 @@ class ClusterGroups:
         *,
         connections: int = 1,
     ) -> None:
-        # The commits of a cycle are spread over ``connections`` clients (AdminSession).
+        # A broker answers one connection's requests one after another: a cycle's commits
+        # overlap only across clients (AdminSession's note).
         self._session = AdminSession(new_admin, connections=connections)
         self._client_config = client_config
         self._fetch = fetch

@@ -275,11 +275,12 @@ def _ready(fd: int, event: int, timeout_s: float) -> bool:
 
 
 class GroupOffsetFetch:
-    """The fetching process's work: each group's stable committed offsets through an admin
-    client of its own (AdminSession: never timed out by librdkafka, replaced when unanswered)."""
+    """The fetching process's work: each group's stable committed offsets through admin
+    clients of its own (AdminSession: never timed out by librdkafka, replaced when unanswered)."""
 
     def __init__(self, new_admin: Callable[[], AdminClient], *, connections: int = 1) -> None:
-        # A cycle's fetches are spread over ``connections`` clients (AdminSession).
+        # A broker answers one connection's requests one after another: a cycle's fetches
+        # overlap only across clients (AdminSession's note).
         self._session = AdminSession(new_admin, connections=connections)
 
     def fetch(self, groups: Iterable[str], timeout_s: float | None = None) -> dict[str, Answer]:
@@ -302,13 +303,13 @@ class GroupOffsetFetch:
         return answers
 
     def serve(self) -> None:
-        """Deliver the client's queued log lines (left unserved, they pile up for as long as
-        the client lives) and destroy the clients replaced."""
+        """Deliver the clients' queued log lines (left unserved, they pile up for as long as
+        a client lives) and destroy the clients replaced."""
         self._session.poll()
         self._session.release()
 
     def close(self) -> None:
-        """Destroy the clients replaced so far (the current one goes with this object)."""
+        """Destroy the clients replaced so far (the current ones go with this object)."""
         self._session.release()
 
 

@@ -2,8 +2,9 @@
 (issue 31): three replicating nodes a cluster, a node killed and restarted on its own, the demo
 and a short chaos run exactly once by both verdicts, nothing left running.
 
-Marked `nodes`: each command makes clusters of its own (six JVMs), so `make test-nodes` runs
-this file in a pytest run of its own, never beside tests/nodes' shared clusters."""
+Marked `nodes`: each command makes clusters of its own (three JVMs a cluster), so `make
+test-nodes` runs this file in a pytest run of its own, never beside tests/nodes' shared
+clusters."""
 
 from __future__ import annotations
 
@@ -70,6 +71,7 @@ def test_kafka_up_with_three_nodes_replicates_and_a_node_restarts_alone(tmp_path
     assert _survivors(tmp_path) == []
 
 
+@pytest.mark.timeout(900)  # beyond the command's own 600 s: a hung demo is killed by that first
 def test_the_demo_on_three_nodes_survives_a_target_node_killed_and_is_exactly_once(tmp_path):
     result = run_exactly("demo", "--nodes", "3", "--duration", "20", env=_env(tmp_path),
                          timeout_s=600)  # fmt: skip
@@ -88,6 +90,7 @@ def test_the_demo_on_three_nodes_survives_a_target_node_killed_and_is_exactly_on
     assert _survivors(tmp_path) == []
 
 
+@pytest.mark.timeout(1200)  # beyond run_clean's own 900 s
 def test_a_short_chaos_run_on_three_nodes_picks_single_nodes_and_ends_exactly_once(tmp_path):
     report = run_clean(
         tmp_path,

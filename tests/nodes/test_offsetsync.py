@@ -26,6 +26,7 @@ from tests.offsetsync.groups import await_committed, commit_offsets, committed_o
 from tests.replication.staging import await_records
 
 RECORDS = 1200
+_NOT_MOVED_BACK = "exactly_offsetsync_not_moved_back_total"
 
 
 def test_offsetsync_follows_a_group_whose_coordinators_move(
@@ -149,8 +150,10 @@ class _MovedAfterListing:
         groups = list(groups)
         if self._armed and self._group in groups:
             self._armed = False
-            self.killed = group_coordinator(self._cluster.bootstrap_servers, self._group)
-            self._cluster.kill_node(self.killed)
+            node = group_coordinator(self._cluster.bootstrap_servers, self._group)
+            self._cluster.kill_node(node)
+            # Told only once the node is down: the test restarts it after HOLD_S from here.
+            self.killed = node
         return self.groups.committed(groups)
 
 
@@ -200,20 +203,27 @@ class _Hooked:
         self._thread.start()
         return self
 
-    def __exit__(self, *_exc) -> None:
+    def __exit__(self, *exc) -> None:
         self._stop.set()
         self._thread.join(60)
-        self.sync.close()
-        self._checkpoints.close()
-        assert not self._thread.is_alive(), "offset sync's loop did not stop in 60 s"
+        stopped = not self._thread.is_alive()
+        if stopped:  # a loop still running keeps its clients: closing them would race it
+            self.sync.close()
+            self._checkpoints.close()
+        if exc[0] is None:  # the test's own failure says more
+            assert stopped, "offset sync's loop did not stop in 60 s"
 
     def assert_running(self) -> None:
         assert self.failed is None, f"offset sync's loop ended: {self.failed!r}"
 
+    def metric(self, name: str) -> float:
+        """Offset sync's metric ``name`` as /metrics shows it."""
+        return self._metrics.registry.get_sample_value(name) or 0.0
+
     def await_metric(self, name: str, at_least: float, timeout_s: float = 60.0) -> None:
-        """Until offset sync's metric ``name`` (as /metrics shows it) reaches ``at_least``."""
+        """Until offset sync's metric ``name`` reaches ``at_least``."""
         deadline = time.monotonic() + timeout_s
-        while (self._metrics.registry.get_sample_value(name) or 0) < at_least:
+        while self.metric(name) < at_least:
             self.assert_running()
             assert time.monotonic() < deadline, f"{name} below {at_least} after {timeout_s} s"
             time.sleep(0.2)
@@ -250,11 +260,14 @@ def test_offsetsync_while_a_coordinator_moves_between_its_listing_and_its_fetch(
         # offset sync must not commit; knowing it again, it must not move the group back.
         ahead = _copied_positions(source, target, flow.topic, dict.fromkeys(range(PARTITIONS), 150))
         commit_offsets(target.bootstrap_servers, group, flow.topic, ahead)
+        # Armed first: a cycle may see the source's commit before the committing consumer has
+        # closed, and the hook fires only on a cycle with something to move.
+        on_target.arm()
+        moved_back = sync.metric(_NOT_MOVED_BACK)
         committed = _commit_while_it_moves(source, group, flow.topic, 120)
         assert committed == dict.fromkeys(range(PARTITIONS), 120)
-        on_target.arm()
         _ride_out(target, on_target, sync)
-        sync.await_metric("exactly_offsetsync_not_moved_back_total", PARTITIONS)
+        sync.await_metric(_NOT_MOVED_BACK, moved_back + PARTITIONS)
         assert committed_offsets(target.bootstrap_servers, group, flow.topic) == {
             (flow.topic, p): offset for p, offset in ahead.items()
         }

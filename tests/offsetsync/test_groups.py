@@ -29,6 +29,7 @@ from confluent_kafka.admin import AdminClient, ListConsumerGroupsResult
 import offsetsync.admin_session
 from offsetsync.admin_session import COORDINATOR_REQUEST_TIMEOUT_S
 from offsetsync.groups import ClusterGroups
+from offsetsync.metrics import OffsetSyncMetrics
 from offsetsync.offset_fetch import GroupOffsetFetch
 from tests.kafka_helpers import create_topic
 from tests.offsetsync.groups import commit_offsets
@@ -46,6 +47,11 @@ class _Admin:
     def __init__(self, answered: set[str]) -> None:
         self.answered = answered
         self.timeouts: list[float] = []
+        self.polls = 0
+
+    def poll(self, _timeout: float) -> int:
+        self.polls += 1
+        return 0
 
     def _future(self, group: str, partitions: list[TopicPartition]) -> dict[str, Future]:
         future: Future = Future()
@@ -170,6 +176,31 @@ def test_a_cycle_s_requests_are_spread_over_the_clients_and_all_made_anew_on_one
     assert made == [first, second, third, fourth, fifth, sixth]
     assert all(isinstance(answer, list) for answer in fetch.fetch(groups).values())
     assert [len(admin.timeouts) for admin in (fourth, fifth, sixth)] == [2, 2, 2]
+
+
+def test_serving_callbacks_polls_every_client():
+    # Each client's statistics (the requests metric) queue until served: one left unpolled
+    # would grow for as long as the role runs.
+    admins = [_Admin(set()) for _ in range(3)]
+    new_admin, _made = _maker(*admins)
+    groups = ClusterGroups(new_admin, {}, GroupOffsetFetch(lambda: _Admin(set())), connections=3)
+    groups.serve_callbacks()
+    assert [admin.polls for admin in admins] == [1, 1, 1]
+
+
+def test_each_client_counts_its_own_requests():
+    # Several clients live at once, each with totals of its own since it started: one shared
+    # count would take each one's total for a restart of the other's and count it again.
+    metrics = OffsetSyncMetrics()
+    first, second = metrics.request_counter("target"), metrics.request_counter("target")
+    for on_stats, sent in ((first, 10), (second, 4), (first, 15), (second, 9), (first, 16)):
+        on_stats(json.dumps({"brokers": {"b1": {"tx": sent}}}))
+    assert (
+        metrics.registry.get_sample_value(
+            "exactly_offsetsync_requests_total", {"cluster": "target"}
+        )
+        == 16 + 9
+    )
 
 
 def test_a_session_without_a_client_is_refused():
