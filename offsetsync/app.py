@@ -7,9 +7,10 @@ the cycle in progress when renewed credential files are to be loaded
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 
 from offsetsync.checkpoints import CheckpointWriter
-from offsetsync.clients import connect
+from offsetsync.clients import SyncClients, connect
 from offsetsync.loop import OffsetSync
 from offsetsync.metrics import OffsetSyncMetrics
 from runtime import ConfigError, GracefulShutdown, Health, Settings, call_retrying, get_logger
@@ -37,33 +38,10 @@ def run() -> int:
         settings: Settings, health: Health, shutdown: GracefulShutdown, heartbeat: Heartbeat
     ) -> None:
         _require_selection(settings)
-        clients = connect(settings, metrics)
-        # The provenance header names the source by its cluster id: a copy from another cluster
-        # (an aggregated topic) is never taken for this one's.
-        source_cluster_id = call_retrying(
-            lambda: (
-                admin_result(
-                    clients.source_admin.describe_cluster(request_timeout=_ATTEMPT_S),
-                    _ATTEMPT_S + 2,
-                ).cluster_id
-            ),
-            deadline_s=_START_DEADLINE_S,
-            on_retry=waiting_on(clients.source_admin),
-        )
-        checkpoints = CheckpointWriter(
-            settings.destination.client_config(),
-            clients.target_admin,
-            settings.names.checkpoints,
-            lambda error: _checkpoint_failed(metrics, error),
-            stats_cb=metrics.request_counter("target"),
-        )
-        sync = OffsetSync(
+        sync, checkpoints = assemble(
             settings,
             metrics,
-            clients=clients,
-            reconnect=lambda: connect(settings, metrics),
-            checkpoints=checkpoints,
-            source_cluster_id=source_cluster_id,
+            lambda: connect(settings, metrics),
             should_stop=lambda: shutdown.requested,
             wait=shutdown.wait,
             beat=heartbeat.beat,
@@ -83,6 +61,51 @@ def run() -> int:
             checkpoints.close()
 
     return run_role("offsetsync", work, registry=metrics.registry, clusters=(SOURCE, DESTINATION))
+
+
+def assemble(
+    settings: Settings,
+    metrics: OffsetSyncMetrics,
+    connect_clients: Callable[[], SyncClients],
+    *,
+    should_stop: Callable[[], bool],
+    wait: Callable[[float], object],
+    beat: Callable[[], None] = lambda: None,
+) -> tuple[OffsetSync, CheckpointWriter]:
+    """Offset sync's loop over clients from ``connect_clients`` (which also makes them anew
+    after failed cycles), with its checkpoint writer; both to be closed by the caller."""
+    clients = connect_clients()
+    # The provenance header names the source by its cluster id: a copy from another cluster
+    # (an aggregated topic) is never taken for this one's.
+    source_cluster_id = call_retrying(
+        lambda: (
+            admin_result(
+                clients.source_admin.describe_cluster(request_timeout=_ATTEMPT_S),
+                _ATTEMPT_S + 2,
+            ).cluster_id
+        ),
+        deadline_s=_START_DEADLINE_S,
+        on_retry=waiting_on(clients.source_admin),
+    )
+    checkpoints = CheckpointWriter(
+        settings.destination.client_config(),
+        clients.target_admin,
+        settings.names.checkpoints,
+        lambda error: _checkpoint_failed(metrics, error),
+        stats_cb=metrics.request_counter("target"),
+    )
+    sync = OffsetSync(
+        settings,
+        metrics,
+        clients=clients,
+        reconnect=connect_clients,
+        checkpoints=checkpoints,
+        source_cluster_id=source_cluster_id,
+        should_stop=should_stop,
+        wait=wait,
+        beat=beat,
+    )
+    return sync, checkpoints
 
 
 def _require_selection(settings: Settings) -> None:

@@ -15,9 +15,8 @@ from confluent_kafka import KafkaException
 from exactly.harness.errors import DemoError
 from exactly.harness.failover import process_and_stop, resume_on_target
 from localkafka.replicas import group_coordinator
-from offsetsync.checkpoints import CheckpointWriter
+from offsetsync.app import assemble
 from offsetsync.clients import connect
-from offsetsync.loop import OffsetSync
 from offsetsync.metrics import OffsetSyncMetrics
 from runtime import load_settings
 from tests.kafka_helpers import produce_numbered, read_all
@@ -109,17 +108,16 @@ def _await_resumed_exactly(source, target, group, topic, expected, timeout_s=120
     unread = {
         p: [r.value for r in records if r.partition == p][offset:] for p, offset in expected.items()
     }
-    positions = _copied_positions(source, target, topic, expected)
+    positions = _copied_positions(records, target, topic, expected)
     await_committed(target.bootstrap_servers, group, topic, positions, timeout_s=timeout_s)
     read = resume_on_target(target.bootstrap_servers, group, topic, PARTITIONS)
     assert {p: [r.value for r in records] for p, records in read.items()} == unread
 
 
-def _copied_positions(source, target, topic, counts: dict[int, int]) -> dict[int, int]:
-    """Where the copy of each partition's record ``counts[p]`` (the first a group that read
-    that many has not read) sits on the target: stage 2's commit markers make the target's
-    offsets differ from the source's. Every value is unique."""
-    records = read_all(source.bootstrap_servers, topic, PARTITIONS)
+def _copied_positions(records, target, topic, counts: dict[int, int]) -> dict[int, int]:
+    """Where the copy of each partition's record ``counts[p]`` among the source's ``records``
+    (the first a group that read that many has not read) sits on the target: stage 2's commit
+    markers make the target's offsets differ from the source's. Every value is unique."""
     copied = {r.value: r.offset for r in read_all(target.bootstrap_servers, topic, PARTITIONS)}
     return {
         p: copied[[r.value for r in records if r.partition == p][count]]
@@ -167,21 +165,11 @@ class _Hooked:
         self._hooks = source_hook, target_hook
         self._stop = threading.Event()
         self.failed: BaseException | None = None
-        clients = self._connect()
-        cluster_id = clients.source_admin.describe_cluster().result(30).cluster_id
-        self._checkpoints = CheckpointWriter(
-            self._settings.destination.client_config(),
-            clients.target_admin,
-            self._settings.names.checkpoints,
-            lambda error: None,
-        )
-        self.sync = OffsetSync(
+        # Assembled as the role assembles it, over the wrapped clients.
+        self.sync, self._checkpoints = assemble(
             self._settings,
             self._metrics,
-            clients=clients,
-            reconnect=self._connect,
-            checkpoints=self._checkpoints,
-            source_cluster_id=cluster_id,
+            self._connect,
             should_stop=self._stop.is_set,
             wait=self._stop.wait,
         )
@@ -258,7 +246,9 @@ def test_offsetsync_while_a_coordinator_moves_between_its_listing_and_its_fetch(
         # while it commits at the source, behind that: the target's coordinator of it dies
         # between a listing that shows it and its fetch. Not knowing where the group is there,
         # offset sync must not commit; knowing it again, it must not move the group back.
-        ahead = _copied_positions(source, target, flow.topic, dict.fromkeys(range(PARTITIONS), 150))
+        records = read_all(source.bootstrap_servers, flow.topic, PARTITIONS)
+        at_150 = dict.fromkeys(range(PARTITIONS), 150)
+        ahead = _copied_positions(records, target, flow.topic, at_150)
         commit_offsets(target.bootstrap_servers, group, flow.topic, ahead)
         # Armed first: a cycle may see the source's commit before the committing consumer has
         # closed, and the hook fires only on a cycle with something to move.
