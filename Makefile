@@ -7,7 +7,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: install demo test test-slow test-nodes test-nodes-core test-old-source chaos unit lint shape toxiproxy bench-envelope bench-replicator bench-pipeline bench-latency bench-scale bench-sizes bench-low-rate bench-catch-up bench-profile bench-commit bench-validate bench-offsetsync bench-groups bench-tls bench-memory bench-active-active bench-replication bench-rolling bench-split test-images images-tools kafka-jars spark-connector merge-jar kustomize promtool clean
+.PHONY: install demo test test-slow test-nodes test-nodes-core test-old-source chaos unit lint shape toxiproxy bench-envelope bench-replicator bench-pipeline bench-latency bench-hops bench-scale bench-sizes bench-low-rate bench-catch-up bench-profile bench-commit bench-validate bench-offsetsync bench-groups bench-tls bench-memory bench-active-active bench-replication bench-rolling bench-split test-images images-tools kafka-jars spark-connector merge-jar kustomize promtool clean
 
 install: $(VENV)/.installed kafka-jars spark-connector merge-jar kustomize promtool
 
@@ -178,6 +178,11 @@ bench-pipeline: install
 # and the p99 ratio per round (about 20 minutes; docs/performance.md).
 bench-latency: install
 	$(BIN)/python -m bench.latency_outside --rates 1000,20000 --rounds 3
+
+# Where a record's latency goes, hop by hop (staging, written, visible) at 1 k records/s, with
+# stage 2's commit by call (about 2 minutes; docs/performance.md).
+bench-hops: install
+	$(BIN)/python -m bench.latency_hops --rate 1000
 
 # Issue 34's partition axis: 1 M records of 1 KiB in 12 partitions of 1 topic, 240 of 20 and
 # 1,200 of 100, copied by the plain loop, the pipeline and MirrorMaker 2 exactly-once: rate, CPU

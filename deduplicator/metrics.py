@@ -61,7 +61,8 @@ class DeduplicatorMetrics:
         self.call_seconds = Histogram(
             "exactly_deduplicator_transaction_call_seconds",
             "Time of each transactional call, its retries included, by call "
-            "(init_transactions, send_offsets_to_transaction, commit_transaction).",
+            "(init_transactions, send_offsets_to_transaction, commit_transaction), and of a "
+            "commit's flush (flush: every record of the transaction acknowledged).",
             ["call"],
             buckets=_DURATION_BUCKETS,
             registry=r,
@@ -116,7 +117,7 @@ class DeduplicatorMetrics:
             self.record_age.observe(max(0.0, (now_ms - timestamp) / 1000))
 
     def observe_call(self, call: str, seconds: float) -> None:
-        """One transactional call succeeded after ``seconds``."""
+        """One transactional call (or a commit's flush) succeeded after ``seconds``."""
         self.call_seconds.labels(call).observe(seconds)
 
     def observe_restore(self, seconds: float, records: int) -> None:

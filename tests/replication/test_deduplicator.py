@@ -116,6 +116,7 @@ def test_data_mix_reaches_the_destination_exactly_once(
     assert sample(metrics, calls, call="init_transactions") == 1
     assert sample(metrics, calls, call="send_offsets_to_transaction") == committed
     assert sample(metrics, calls, call="commit_transaction") == committed
+    assert sample(metrics, calls, call="flush") == committed
     assert sample(metrics, "exactly_deduplicator_record_age_seconds_count") > 0
     assert sample(metrics, "exactly_deduplicator_restore_seconds_count") == 12  # every partition
     assert sample(metrics, "exactly_deduplicator_assigned_partitions") == 12
