@@ -22,7 +22,6 @@ each other, not with bench/latency_outside.py's figures.
 from __future__ import annotations
 
 import argparse
-import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -34,9 +33,15 @@ from confluent_kafka.admin import AdminClient
 
 from bench.clusters import bench_clusters
 from bench.common import percentile, say
-from bench.latency_outside import MEASURED_S, START_TIMEOUT_S, TOPIC, UNMEASURED_S
+from bench.latency_outside import (
+    MEASURED_S,
+    START_TIMEOUT_S,
+    TOPIC,
+    UNMEASURED_S,
+    pipeline_settings,
+)
 from bench.pacing import PacedProducer, probe_until_visible
-from bench.pipeline_candidates import check_roles
+from bench.pipeline_candidates import add_pipeline_env, check_roles
 from bench.replicator_throughput import PARTITIONS, create_topic
 from envelope import decode_rows
 from localkafka import RoleProcess, free_port
@@ -108,17 +113,10 @@ def _pipeline(
     """Both stages at their defaults: the deduplicator's metrics port, and a check that both
     still run."""
     port = free_port()
-    settings = {
-        "KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS": source,
-        "KAFKA_CLUSTERS_DESTINATION_BOOTSTRAP_SERVERS": target,
-        "REPLICATION_TOPICS_INCLUDE": re.escape(TOPIC),
-        "REPLICATION_DESTINATION_TOPIC": "copy.{topic}",
-        "STATE_DIR": str(base / "state"),
-        **env,
-    }
+    settings = pipeline_settings(base, source, target, env)
     roles = base / "roles"
     with (
-        RoleProcess("replicator", {**settings, "METRICS_PORT": "0"}, roles) as stage1,
+        RoleProcess("replicator", settings, roles) as stage1,
         RoleProcess("deduplicator", {**settings, "METRICS_PORT": str(port)}, roles) as stage2,
     ):
         yield port, lambda: check_roles(stage1, stage2)
@@ -213,13 +211,7 @@ def report(rate: float, hops: dict[str, list[float]], stage2: dict[str, float]) 
 def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rate", type=float, default=1000.0, help="records/s")
-    parser.add_argument(
-        "--pipeline-env",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="an environment variable of both stages (repeatable); none by default",
-    )
+    add_pipeline_env(parser)
     return parser.parse_args()
 
 

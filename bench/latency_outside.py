@@ -32,7 +32,12 @@ from bench.clusters import bench_clusters
 from bench.common import interrupt, percentile
 from bench.mirrormaker import MirrorMaker2, ensure_mirrormaker
 from bench.pacing import PacedProducer, collect_latencies, probe_until_visible
-from bench.pipeline_candidates import CandidateFailedError, check_mm2, check_roles
+from bench.pipeline_candidates import (
+    CandidateFailedError,
+    add_pipeline_env,
+    check_mm2,
+    check_roles,
+)
 from bench.replicator_throughput import PARTITIONS, create_topic
 from localkafka import RoleProcess
 
@@ -47,12 +52,9 @@ KAFKA_MAX_POLL_RECORDS = 500
 KAFKA_MAX_PARTITION_FETCH_BYTES = 1024 * 1024
 
 
-@contextmanager
-def _pipeline(
-    base: Path, source: str, target: str, env: dict[str, str]
-) -> Iterator[tuple[str, Callable[[], None]]]:
-    """Both stages as a user starts them: the clusters, the topic, and nothing else."""
-    settings = {
+def pipeline_settings(base: Path, source: str, target: str, env: dict[str, str]) -> dict[str, str]:
+    """Both stages' settings as a user gives them: the clusters, the topic, and nothing else."""
+    return {
         "KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS": source,
         "KAFKA_CLUSTERS_DESTINATION_BOOTSTRAP_SERVERS": target,
         "REPLICATION_TOPICS_INCLUDE": re.escape(TOPIC),
@@ -61,6 +63,14 @@ def _pipeline(
         "METRICS_PORT": "0",  # two roles on one host: no port to share
         **env,
     }
+
+
+@contextmanager
+def _pipeline(
+    base: Path, source: str, target: str, env: dict[str, str]
+) -> Iterator[tuple[str, Callable[[], None]]]:
+    """Both stages as a user starts them."""
+    settings = pipeline_settings(base, source, target, env)
     with (
         RoleProcess("replicator", settings, base / "roles") as replicator,
         RoleProcess("deduplicator", settings, base / "roles") as deduplicator,
@@ -127,13 +137,7 @@ def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rates", default="1000,20000", help="comma-separated records/s")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument(
-        "--pipeline-env",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="an environment variable of both stages (repeatable); none by default",
-    )
+    add_pipeline_env(parser)
     return parser.parse_args()
 
 
