@@ -180,7 +180,7 @@ bench-latency: install
 	$(BIN)/python -m bench.latency_outside --rates 1000,20000 --rounds 3
 
 # Where a record's latency goes, hop by hop (staging, written, visible) at 1 k records/s, with
-# stage 2's commit by call (about 2 minutes; docs/performance.md).
+# stage 2's commit by call (about 80 seconds; docs/performance.md).
 bench-hops: install
 	$(BIN)/python -m bench.latency_hops --rate 1000
 

@@ -22,6 +22,7 @@ each other, not with bench/latency_outside.py's figures.
 from __future__ import annotations
 
 import argparse
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -32,7 +33,7 @@ from confluent_kafka import Consumer, Message, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from bench.clusters import bench_clusters
-from bench.common import percentile, say
+from bench.common import interrupt, percentile, say
 from bench.latency_outside import (
     MEASURED_S,
     START_TIMEOUT_S,
@@ -44,7 +45,7 @@ from bench.pacing import PacedProducer, probe_until_visible
 from bench.pipeline_candidates import add_pipeline_env, check_roles
 from bench.replicator_throughput import PARTITIONS, create_topic
 from envelope import decode_rows
-from localkafka import RoleProcess, free_port
+from localkafka import RoleProcess, free_ports
 from localkafka.scrape import sample, scrape
 
 # How long after the window the readers may take to see its last records.
@@ -67,6 +68,7 @@ class HopReader(threading.Thread):
         self.past: set[int] = set()
         self._until_ms = until_ms
         self._stopping = threading.Event()
+        self.failure: BaseException | None = None  # what ended the thread early, for _settle
         self._consumer = Consumer(
             {
                 "bootstrap.servers": bootstrap,
@@ -81,10 +83,16 @@ class HopReader(threading.Thread):
     def run(self) -> None:
         try:
             while not self._stopping.is_set():
-                for message in self._consumer.consume(2000, 0.05):
-                    arrived_ms = time.time() * 1000
+                messages = self._consumer.consume(2000, 0.05)
+                # Once per batch, before decoding any of it: the decoding is this bench's cost,
+                # not the pipeline's.
+                arrived_ms = time.time() * 1000
+                for message in messages:
                     if message.error() is None:
                         self._note(message, arrived_ms)
+        except BaseException as exc:
+            self.failure = exc
+            raise
         finally:
             self._consumer.close()
 
@@ -110,9 +118,9 @@ class HopReader(threading.Thread):
 def _pipeline(
     base: Path, source: str, target: str, env: dict[str, str]
 ) -> Iterator[tuple[int, Callable[[], None]]]:
-    """Both stages at their defaults: the deduplicator's metrics port, and a check that both
-    still run."""
-    port = free_port()
+    """Both stages (at their defaults unless --pipeline-env says otherwise): the deduplicator's
+    metrics port, and a check that both still run."""
+    port = free_ports(1)[0]
     settings = pipeline_settings(base, source, target, env)
     roles = base / "roles"
     with (
@@ -141,12 +149,17 @@ def measure(rate: float, env: dict[str, str]) -> tuple[dict[str, list[float]], d
             for reader in readers:
                 reader.start()
             try:
-                with PacedProducer(source, TOPIC, PARTITIONS, rate, 100):
+                with PacedProducer(source, TOPIC, PARTITIONS, rate, 100) as producer:
                     time.sleep(max(0.0, begin - time.time()))
                     first = scrape(port)
                     time.sleep(MEASURED_S)
                     last = scrape(port)
-                    _settle(readers, alive)
+
+                    def running() -> None:
+                        alive()
+                        producer.check_alive()
+
+                    _settle(readers, running)
             finally:
                 for reader in readers:
                     reader.stop()
@@ -170,6 +183,9 @@ def _settle(readers: list[HopReader], alive: Callable[[], None]) -> None:
     deadline = time.monotonic() + SETTLE_TIMEOUT_S
     while any(len(r.past) < PARTITIONS for r in readers):
         alive()
+        for reader in readers:
+            if reader.failure is not None:
+                raise RuntimeError(f"the {reader.hop} reader failed") from reader.failure
         if time.monotonic() > deadline:
             short = [r.hop for r in readers if len(r.past) < PARTITIONS]
             raise TimeoutError(f"records of the window still missing from {short}")
@@ -181,7 +197,8 @@ def _within(created_ms: float, window_ms: tuple[float, float]) -> bool:
 
 
 def _stage2(first: str, last: str) -> dict[str, float]:
-    """Commits a second over the window, and the mean ms of a commit and of each call in it."""
+    """Commits a second over the window, and the mean ms of a commit and of each call in it
+    (each over its own count: a transaction that aborted after its flush counts a flush)."""
 
     def grown(name: str, **labels: str) -> float:
         return (sample(last, name, **labels) or 0.0) - (sample(first, name, **labels) or 0.0)
@@ -191,7 +208,8 @@ def _stage2(first: str, last: str) -> dict[str, float]:
     if commits:
         figures["commit ms"] = grown("exactly_deduplicator_commit_seconds_sum") * 1000 / commits
         for call in CALLS:
-            figures[f"{call} ms"] = grown(f"{CALL_METRIC}_sum", call=call) * 1000 / commits
+            if calls := grown(f"{CALL_METRIC}_count", call=call):
+                figures[f"{call} ms"] = grown(f"{CALL_METRIC}_sum", call=call) * 1000 / calls
     return figures
 
 
@@ -217,6 +235,7 @@ def _arguments() -> argparse.Namespace:
 
 def main() -> None:
     args = _arguments()
+    signal.signal(signal.SIGTERM, interrupt)  # the clusters and roles stopped as on Ctrl-C
     env = dict(item.split("=", 1) for item in args.pipeline_env)
     say(f"== the pipeline at {args.rate:,.0f} records/s, hop by hop")
     hops, stage2 = measure(args.rate, env)

@@ -320,6 +320,8 @@ class Deduplicator:
         while self.producer.flush(FLUSH_SLICE_S) != 0:
             if failures or time.monotonic() >= deadline:
                 return False
+        if failures:  # failed in the last slice: aborted, and not timed as a flush that held
+            return False
         seconds = time.monotonic() - started
         # Timed beside the transactional calls: at low rates most of a commit is here, one
         # produce request per partition the transaction wrote, at most five in flight to a

@@ -54,7 +54,7 @@ class DeduplicatorMetrics:
         )
         self.commit_seconds = Histogram(
             "exactly_deduplicator_commit_seconds",
-            "Time of the commit protocol: changelog, flush, offsets, commit, RocksDB.",
+            "Time of the commit protocol: changelog, offsets, flush, commit, RocksDB.",
             buckets=_DURATION_BUCKETS,
             registry=r,
         )

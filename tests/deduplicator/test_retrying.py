@@ -1,12 +1,15 @@
 """Stage 2's transactional calls are timed, retries included, into
-exactly_deduplicator_transaction_call_seconds: where a commit's time goes."""
+exactly_deduplicator_transaction_call_seconds, and so is a commit's flush: where a commit's time
+goes."""
 
 import logging
 import time
+from types import SimpleNamespace
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
+from deduplicator.loop import Deduplicator
 from deduplicator.metrics import DeduplicatorMetrics
 from deduplicator.retrying import retrying_with
 from tests.kafka_helpers import failing_call
@@ -51,3 +54,37 @@ def test_a_slow_call_is_logged_with_its_time(caplog, monkeypatch):
     fields = record.event_fields  # type: ignore[attr-defined]
     assert fields["operation"] == "commit_transaction"
     assert fields["seconds"] >= 0.1
+
+
+class _Flushing:
+    """A producer's flush() as _flushed sees it: the records still queued after each slice, and
+    a delivery failure that arrives during the last one (its callback runs inside flush)."""
+
+    def __init__(self, queued: list[int], fails_at_end: list[KafkaError] | None = None) -> None:
+        self._queued = queued
+        self._fails_at_end = fails_at_end
+
+    def flush(self, _timeout: float) -> int:
+        left = self._queued.pop(0)
+        if left == 0 and self._fails_at_end is not None:
+            self._fails_at_end.append(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED))
+        return left
+
+
+def _flushed(producer: _Flushing, failures: list[KafkaError]) -> tuple[bool, DeduplicatorMetrics]:
+    metrics = DeduplicatorMetrics()
+    owner = SimpleNamespace(producer=producer, metrics=metrics)
+    return Deduplicator._flushed(owner, failures), metrics
+
+
+def test_a_commits_flush_is_timed_with_the_calls():
+    held, metrics = _flushed(_Flushing([3, 0]), [])
+    assert held
+    assert _sample(metrics, "count", "flush") == 1
+
+
+def test_a_flush_whose_last_record_failed_is_neither_held_nor_timed():
+    failures: list[KafkaError] = []
+    held, metrics = _flushed(_Flushing([2, 0], fails_at_end=failures), failures)
+    assert not held  # the caller aborts the transaction
+    assert _sample(metrics, "count", "flush") is None
