@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from offsetsync.checkpoints import CheckpointWriter
 from offsetsync.clients import SyncClients, connect
-from offsetsync.loop import OffsetSync
+from offsetsync.loop import GROUPS_PER_STEP, OffsetSync
 from offsetsync.metrics import OffsetSyncMetrics
 from runtime import ConfigError, GracefulShutdown, Health, Settings, call_retrying, get_logger
 from runtime.credential_files import DESTINATION, SOURCE
@@ -71,6 +71,7 @@ def assemble(
     should_stop: Callable[[], bool],
     wait: Callable[[float], object],
     beat: Callable[[], None] = lambda: None,
+    groups_per_step: int = GROUPS_PER_STEP,
 ) -> tuple[OffsetSync, CheckpointWriter]:
     """Offset sync's loop over clients from ``connect_clients`` (which also makes them anew
     after failed cycles), with its checkpoint writer; both to be closed by the caller."""
@@ -104,6 +105,7 @@ def assemble(
         should_stop=should_stop,
         wait=wait,
         beat=beat,
+        groups_per_step=groups_per_step,
     )
     return sync, checkpoints
 
