@@ -1,7 +1,8 @@
 """Errors of offset sync (the whole tree: runtime/errors.py).
 
-A cycle that raises one fails as a whole: nothing is committed on the target, the next cycle
-retries (after a few failures, the clients are made anew).
+A cycle that raises one ends there: what its earlier steps committed on the target stands,
+nothing more is committed, and the next cycle retries (after a few failures, the clients are
+made anew).
 """
 
 from __future__ import annotations
@@ -18,4 +19,5 @@ class ReadTimeoutError(OffsetSyncError):
 
 
 class NoOffsetsError(OffsetSyncError):
-    """Every selected group's offset fetch failed in one cycle."""
+    """Not one group's offset fetch was answered in a cycle's first step (offsetsync/loop.py):
+    the client is taken for broken."""

@@ -160,8 +160,8 @@ class ClusterGroups:
         rest = {group: keys for group, keys in wanted.items() if group not in found}
         if not rest:
             return found
-        # Said once a cycle: a process lost on these groups logged that their offsets were
-        # unknown, and they are not left so.
+        # Said once a call (a cycle's step): a process lost on these groups logged that their
+        # offsets were unknown, and they are not left so.
         log.info("groups not listed read by consumers of their own", groups=len(rest))
         workers = min(_UNLISTED_AT_ONCE, len(rest))
         pool = ThreadPoolExecutor(workers, thread_name_prefix="offsetsync-unlisted")

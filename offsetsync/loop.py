@@ -23,7 +23,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 
 from offsetsync.cache import CachedTranslations
 from offsetsync.checkpoints import Checkpoint, CheckpointWriter
@@ -78,8 +78,11 @@ class OffsetSync:
         beat: Callable[[], None] = lambda: None,
         groups_per_step: int = GROUPS_PER_STEP,
     ) -> None:
+        if groups_per_step < 1:
+            raise ValueError(f"groups_per_step must be at least 1, not {groups_per_step}")
         self._settings = settings
         self._groups_per_step = groups_per_step
+        self._next_step = 0  # where the next cycle starts, in steps (after a step that raised)
         self._should_stop = should_stop
         self._wait = wait
         self._beat = beat
@@ -121,23 +124,45 @@ class OffsetSync:
                 self._beat()
 
     def cycle(self) -> None:
-        """One pass over every selected group, GROUPS_PER_STEP at a time (sorted by name): a
-        step's moves are committed before the next step's offsets are fetched."""
+        """One pass over every selected group, GROUPS_PER_STEP at a time: a step's moves are
+        committed before the next step's offsets are fetched. The steps go by group name, in
+        the same order every cycle (each group is fetched a cycle apart), except after a step
+        that raised: the next cycle starts after it, so that an error that lasts costs its own
+        step's groups, not those after it. A commit the target refused is raised once every
+        step has run: it fails the cycle, not the groups after it."""
         self._clients.serve_callbacks()
         self._checkpoints.serve_callbacks()
         listed = sorted(
             g for g in self._clients.source_groups.states() if self._settings.syncs_group(g)
         )
+        steps = [
+            listed[start : start + self._groups_per_step]
+            for start in range(0, len(listed), self._groups_per_step)
+        ]
+        first = self._next_step % len(steps) if steps else 0
+        steps = steps[first:] + steps[:first]
         states: dict[str, str] = {}
         answered: Counter[str] = Counter()
         partitions = to_move = 0
-        for first in range(0, len(listed), self._groups_per_step):
-            requests = self._source_offsets(listed[first : first + self._groups_per_step])
-            moves = self._moves(requests, states, answered)
-            partitions += len(requests)
-            to_move += sum(len(m) for m in moves.values())
-            if moves:
-                self._apply(moves, states)
+        refused: list[KafkaError] = []
+        fetched_any = False
+        for number, step in enumerate(steps):
+            if number and self._should_stop():
+                return  # SIGTERM: the steps left wait for the next start
+            try:
+                requests, fetched = self._source_offsets(step, first=not fetched_any)
+                fetched_any = fetched_any or fetched
+                moves = self._moves(requests, states, answered)
+                partitions += len(requests)
+                to_move += sum(len(m) for m in moves.values())
+                if moves:
+                    refused += self._apply(moves, states)
+            except Exception:
+                self._next_step = first + number + 1
+                raise
+            # Each step may wait out a timeout of its own (a fetch, the checkpoints' flush): the
+            # liveness limit is for one step, not for all of them.
+            self._beat()
         # Groups no longer listed at all: deleted on the source.
         self._forget_gone(
             {}, groups={g for g, _ in self._seen} - set(listed), listed=False, fetched={}
@@ -159,6 +184,8 @@ class OffsetSync:
         )
         for state in GROUP_STATES:
             self._metrics.groups.labels(state).set(sum(s == state for s in states.values()))
+        if refused:
+            raise KafkaException(refused[0])
 
     def _moves(
         self,
@@ -189,13 +216,17 @@ class OffsetSync:
                 self._not_translatable(group, source_key, translation, states)
         return moves
 
-    def _source_offsets(self, groups: list[str]) -> dict[GroupPartition, Request]:
+    def _source_offsets(
+        self, groups: list[str], *, first: bool
+    ) -> tuple[dict[GroupPartition, Request], bool]:
         """The committed offset of each of ``groups`` (listed and selected) on each replicated
-        partition."""
+        partition, and whether any group's fetch was answered. Not one answered in the
+        ``first`` step that asks: the client is taken for broken (NoOffsetsError). In a later
+        step, the groups are left as for a failed fetch of each: the clients answered before."""
         now, now_ms = time.monotonic(), int(time.time() * 1000)
         requests: dict[GroupPartition, Request] = {}
         fetched = self._clients.source_groups.committed(groups)
-        if groups and not fetched:
+        if groups and not fetched and first:
             raise NoOffsetsError(f"no selected group's offsets could be fetched ({len(groups)})")
         # Named once per topic, not once per group partition (24,000 a cycle at 2,000 groups of
         # 12 partitions: half a second of a cycle, py-spy).
@@ -221,7 +252,7 @@ class OffsetSync:
                     self._seen[key] = _Seen(committed, now, now_ms)
                 requests[key] = Request(topic, destination_topic, partition, committed)
         self._forget_gone(requests, groups=set(groups), listed=True, fetched=fetched)
-        return requests
+        return requests, bool(fetched)
 
     def _forget_gone(
         self,
@@ -318,7 +349,10 @@ class OffsetSync:
                 partition=source_key[1],
             )
 
-    def _apply(self, moves: dict[str, dict[Key, _Move]], states: dict[str, str]) -> None:
+    def _apply(
+        self, moves: dict[str, dict[Key, _Move]], states: dict[str, str]
+    ) -> list[KafkaError]:
+        """Commit ``moves`` on the target where that is safe; the commits the target refused."""
         target_states = self._clients.target_groups.states()
         idle = [group for group in moves if is_idle(target_states.get(group))]
         for group in moves.keys() - set(idle):
@@ -362,8 +396,7 @@ class OffsetSync:
         if moved:
             log.info("offsets committed on the target", groups=len(commits), partitions=moved)
         self._checkpoints.flush()
-        if failures:
-            raise KafkaException(failures[0])
+        return failures
 
     def _target_offsets(
         self, idle: list[str], listed: Collection[str], moves: dict[str, dict[Key, _Move]]

@@ -35,7 +35,7 @@ ExactlyError                        root: every package's errors derive from it
 │   └── RestoreTimeoutError         a partition's state was not restored within the deadline
 ├── OffsetSyncError                 offset sync
 │   ├── ReadTimeoutError            a cycle's reads did not reach their end in time
-│   └── NoOffsetsError              not one selected group's offsets could be fetched
+│   └── NoOffsetsError              a cycle's first fetch answered for no group
 ├── ValidatorError                  the audit (exit 3 unless a subclass says otherwise)
 │   ├── InputError                  bad input: a cluster out of reach, an unknown topic (exit 2)
 │   ├── IncompleteError             the audit could not finish: no verdict (exit 3)

@@ -1,10 +1,16 @@
 """A sync cycle takes the groups a step at a time (issue 34): a group's offsets are committed on
 the target before the next step's groups are fetched on the source, so its lag is its own
-step's, not the whole cycle's."""
+step's, not the whole cycle's. A step whose fetch goes unanswered costs only its own groups; a
+step that raises ends its cycle, and the next cycle starts after it."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
 
 from offsetsync.app import assemble
 from offsetsync.clients import connect
@@ -21,19 +27,22 @@ GROUPS = 3
 
 class _WatchedFetches:
     """The source's groups as the cycle asks them, noting before each offset fetch what the
-    target holds, by then, for every group fetched earlier."""
+    target holds by then for every group fetched earlier; a group in ``unanswered`` gets no
+    answer, as when the fetching process is lost, and a fetch of one in ``failing`` raises."""
 
     def __init__(self, groups, target_bootstrap: str, destination_topic: str) -> None:
         self._groups = groups
         self._target = target_bootstrap
         self._topic = destination_topic
+        self.unanswered: set[str] = set()
+        self.failing: set[str] = set()
         self.fetched: list[str] = []
         self.on_target_before: dict[str, dict[str, dict]] = {}
 
     def __getattr__(self, name):
         return getattr(self._groups, name)
 
-    def committed(self, groups):
+    def committed(self, groups: Iterable[str]):
         groups = list(groups)
         for group in groups:
             self.on_target_before[group] = {
@@ -41,29 +50,60 @@ class _WatchedFetches:
                 for earlier in self.fetched
             }
         self.fetched.extend(groups)
-        return self._groups.committed(groups)
+        if self.failing & set(groups):
+            raise KafkaException(KafkaError(KafkaError._TRANSPORT, "a fault of the test's"))
+        answered = self._groups.committed([g for g in groups if g not in self.unanswered])
+        return {g: offsets for g, offsets in answered.items() if g not in self.unanswered}
 
 
-def test_a_step_s_groups_are_committed_on_the_target_before_the_next_step_is_fetched(
-    source_cluster, target_cluster, unique_topic, unique_group
-):
+@dataclass
+class _Setup:
+    groups: list[str]
+    destination_topic: str
+    synced: list[dict]  # where each group belongs on the target
+    watch: _WatchedFetches
+    sync: object
+    target_bootstrap: str
+    beats: list[int]  # one per liveness beat
+
+    def on_target(self, group: str) -> dict:
+        return committed_offsets(self.target_bootstrap, group, self.destination_topic)
+
+
+def _setup(source_cluster, target_cluster, unique_topic, unique_group, closing) -> _Setup:
+    """A topic copied to the target with the provenance header, GROUPS groups stopped on the
+    source after 1, 2, 3 ... records of each partition, and offset sync's loop over them in
+    steps of one group, its source groups watched."""
     topic = unique_topic("steps")
+    copy = f"{topic}.copy"
     create_topic(source_cluster.bootstrap_servers, topic, PARTITIONS)
     produce_numbered(source_cluster.bootstrap_servers, topic, PARTITIONS, 0, 60)
+    source = read_all(source_cluster.bootstrap_servers, topic, PARTITIONS)
     copy_to_destination(
         target_cluster.bootstrap_servers,
-        f"{topic}.copy",
-        read_all(source_cluster.bootstrap_servers, topic, PARTITIONS),
+        copy,
+        source,
         source_cluster_id=source_cluster.cluster_id,
         faults=False,
         partitions=PARTITIONS,
     )
     prefix = unique_group("steps")
-    groups = [f"{prefix}.{i}" for i in range(GROUPS)]
+    groups = [f"{prefix}.{i:02d}" for i in range(GROUPS)]  # by name, in this order
     for i, group in enumerate(groups):
         process_and_stop(
             source_cluster.bootstrap_servers, group, topic, dict.fromkeys(range(PARTITIONS), i + 1)
         )
+    copies = {
+        r.value: r.offset for r in read_all(target_cluster.bootstrap_servers, copy, PARTITIONS)
+    }
+    # Group i processed i + 1 records of each partition: it resumes at the copy of the next.
+    synced = [
+        {
+            (copy, p): copies[[r.value for r in source if r.partition == p][i + 1]]
+            for p in range(PARTITIONS)
+        }
+        for i in range(GROUPS)
+    ]
     settings = load_settings(
         {
             "KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS": source_cluster.bootstrap_servers,
@@ -76,48 +116,93 @@ def test_a_step_s_groups_are_committed_on_the_target_before_the_next_step_is_fet
         }
     )
     metrics = OffsetSyncMetrics()
-    watched: list[_WatchedFetches] = []
+    beats: list[int] = []
+    watches: list[_WatchedFetches] = []
 
     def connect_watched():
         clients = connect(settings, metrics)
-        watch = _WatchedFetches(
-            clients.source_groups, target_cluster.bootstrap_servers, f"{topic}.copy"
+        watches.append(
+            _WatchedFetches(clients.source_groups, target_cluster.bootstrap_servers, copy)
         )
-        watched.append(watch)
-        return dataclasses.replace(clients, source_groups=watch)
+        return dataclasses.replace(clients, source_groups=watches[-1])
 
     sync, checkpoints = assemble(
         settings,
         metrics,
         connect_watched,
-        should_stop=lambda: True,
+        should_stop=lambda: False,
         wait=lambda _s: None,
+        beat=lambda: beats.append(1),
         groups_per_step=1,
     )
+    closing.extend([checkpoints.close, sync.close])
+    return _Setup(groups, copy, synced, watches[0], sync, target_cluster.bootstrap_servers, beats)
+
+
+def test_a_step_s_groups_are_committed_on_the_target_before_the_next_step_is_fetched(
+    source_cluster, target_cluster, unique_topic, unique_group
+):
+    closing: list = []
     try:
-        sync.cycle()
+        s = _setup(source_cluster, target_cluster, unique_topic, unique_group, closing)
+        s.sync.cycle()
+        assert s.watch.fetched == s.groups  # one step each, by name
+        # Each group was where it belongs on the target before the next group was fetched.
+        for i, group in enumerate(s.groups):
+            assert s.watch.on_target_before[group] == {
+                earlier: s.synced[j] for j, earlier in enumerate(s.groups[:i])
+            }, group
+        assert s.on_target(s.groups[-1]) == s.synced[-1]
+        # Alive after every step: a step's own waits are what the liveness limit is for.
+        assert len(s.beats) == GROUPS
     finally:
-        sync.close()
-        checkpoints.close()
+        for close in reversed(closing):
+            close()
 
-    (watch,) = watched
-    assert watch.fetched == groups  # one step each, by name
-    copies = {
-        r.value: r.offset
-        for r in read_all(target_cluster.bootstrap_servers, f"{topic}.copy", PARTITIONS)
-    }
-    source = read_all(source_cluster.bootstrap_servers, topic, PARTITIONS)
 
-    def synced(i: int) -> dict:
-        # Group i processed i + 1 records of each partition: it resumes at the copy of the next.
-        return {
-            (f"{topic}.copy", p): copies[[r.value for r in source if r.partition == p][i + 1]]
-            for p in range(PARTITIONS)
-        }
+def test_an_unanswered_step_costs_only_its_own_groups(
+    source_cluster, target_cluster, unique_topic, unique_group
+):
+    closing: list = []
+    try:
+        s = _setup(source_cluster, target_cluster, unique_topic, unique_group, closing)
+        first, middle, last = s.groups
+        s.watch.unanswered = {middle}
+        s.sync.cycle()  # does not raise: the first step was answered
+        assert s.on_target(first) == s.synced[0]
+        assert s.on_target(middle) == {}  # nothing known of it, nothing committed for it
+        assert s.on_target(last) == s.synced[2]
 
-    # Each group was already where it belongs on the target when the next group was fetched.
-    last = groups[-1]
-    assert watch.on_target_before[last] == {group: synced(i) for i, group in enumerate(groups[:-1])}
-    assert committed_offsets(target_cluster.bootstrap_servers, last, f"{topic}.copy") == synced(
-        GROUPS - 1
-    )
+        # The same order next cycle (each group a cycle apart), and the middle group synced.
+        s.watch.unanswered = set()
+        s.watch.fetched.clear()
+        s.sync.cycle()
+        assert s.watch.fetched == s.groups
+        assert s.on_target(middle) == s.synced[1]
+    finally:
+        for close in reversed(closing):
+            close()
+
+
+def test_a_step_that_raises_ends_its_cycle_and_the_next_cycle_starts_after_it(
+    source_cluster, target_cluster, unique_topic, unique_group
+):
+    closing: list = []
+    try:
+        s = _setup(source_cluster, target_cluster, unique_topic, unique_group, closing)
+        first, middle, last = s.groups
+        s.watch.failing = {middle}
+        with pytest.raises(KafkaException):
+            s.sync.cycle()
+        assert s.on_target(first) == s.synced[0]  # its step had committed
+        assert s.on_target(last) == {}
+
+        # Were the fault to last, the groups after it would still be synced.
+        s.watch.fetched.clear()
+        with pytest.raises(KafkaException):
+            s.sync.cycle()
+        assert s.watch.fetched == [last, first, middle]
+        assert s.on_target(last) == s.synced[2]
+    finally:
+        for close in reversed(closing):
+            close()
