@@ -139,70 +139,59 @@ def _setup(source_cluster, target_cluster, unique_topic, unique_group, closing) 
     return _Setup(groups, copy, synced, watches[0], sync, target_cluster.bootstrap_servers, beats)
 
 
-def test_a_step_s_groups_are_committed_on_the_target_before_the_next_step_is_fetched(
-    source_cluster, target_cluster, unique_topic, unique_group
-):
+@pytest.fixture
+def stepped(source_cluster, target_cluster, unique_topic, unique_group):
     closing: list = []
     try:
-        s = _setup(source_cluster, target_cluster, unique_topic, unique_group, closing)
+        yield _setup(source_cluster, target_cluster, unique_topic, unique_group, closing)
+    finally:
+        for close in reversed(closing):
+            close()
+
+
+def test_a_step_s_groups_are_committed_on_the_target_before_the_next_step_is_fetched(stepped):
+    s = stepped
+    s.sync.cycle()
+    assert s.watch.fetched == s.groups  # one step each, by name
+    # Each group was where it belongs on the target before the next group was fetched.
+    for i, group in enumerate(s.groups):
+        assert s.watch.on_target_before[group] == {
+            earlier: s.synced[j] for j, earlier in enumerate(s.groups[:i])
+        }, group
+    assert s.on_target(s.groups[-1]) == s.synced[-1]
+    # Alive after every step: a step's own waits are what the liveness limit is for.
+    assert len(s.beats) == GROUPS
+
+
+def test_an_unanswered_step_costs_only_its_own_groups(stepped):
+    s = stepped
+    first, middle, last = s.groups
+    s.watch.unanswered = {middle}
+    s.sync.cycle()  # does not raise: the first step was answered
+    assert s.on_target(first) == s.synced[0]
+    assert s.on_target(middle) == {}  # nothing known of it, nothing committed for it
+    assert s.on_target(last) == s.synced[2]
+
+    # The same order next cycle (each group a cycle apart), and the middle group synced.
+    s.watch.unanswered = set()
+    s.watch.fetched.clear()
+    s.sync.cycle()
+    assert s.watch.fetched == s.groups
+    assert s.on_target(middle) == s.synced[1]
+
+
+def test_a_step_that_raises_ends_its_cycle_and_the_next_cycle_starts_after_it(stepped):
+    s = stepped
+    first, middle, last = s.groups
+    s.watch.failing = {middle}
+    with pytest.raises(KafkaException):
         s.sync.cycle()
-        assert s.watch.fetched == s.groups  # one step each, by name
-        # Each group was where it belongs on the target before the next group was fetched.
-        for i, group in enumerate(s.groups):
-            assert s.watch.on_target_before[group] == {
-                earlier: s.synced[j] for j, earlier in enumerate(s.groups[:i])
-            }, group
-        assert s.on_target(s.groups[-1]) == s.synced[-1]
-        # Alive after every step: a step's own waits are what the liveness limit is for.
-        assert len(s.beats) == GROUPS
-    finally:
-        for close in reversed(closing):
-            close()
+    assert s.on_target(first) == s.synced[0]  # its step had committed
+    assert s.on_target(last) == {}
 
-
-def test_an_unanswered_step_costs_only_its_own_groups(
-    source_cluster, target_cluster, unique_topic, unique_group
-):
-    closing: list = []
-    try:
-        s = _setup(source_cluster, target_cluster, unique_topic, unique_group, closing)
-        first, middle, last = s.groups
-        s.watch.unanswered = {middle}
-        s.sync.cycle()  # does not raise: the first step was answered
-        assert s.on_target(first) == s.synced[0]
-        assert s.on_target(middle) == {}  # nothing known of it, nothing committed for it
-        assert s.on_target(last) == s.synced[2]
-
-        # The same order next cycle (each group a cycle apart), and the middle group synced.
-        s.watch.unanswered = set()
-        s.watch.fetched.clear()
+    # Were the fault to last, the groups after it would still be synced.
+    s.watch.fetched.clear()
+    with pytest.raises(KafkaException):
         s.sync.cycle()
-        assert s.watch.fetched == s.groups
-        assert s.on_target(middle) == s.synced[1]
-    finally:
-        for close in reversed(closing):
-            close()
-
-
-def test_a_step_that_raises_ends_its_cycle_and_the_next_cycle_starts_after_it(
-    source_cluster, target_cluster, unique_topic, unique_group
-):
-    closing: list = []
-    try:
-        s = _setup(source_cluster, target_cluster, unique_topic, unique_group, closing)
-        first, middle, last = s.groups
-        s.watch.failing = {middle}
-        with pytest.raises(KafkaException):
-            s.sync.cycle()
-        assert s.on_target(first) == s.synced[0]  # its step had committed
-        assert s.on_target(last) == {}
-
-        # Were the fault to last, the groups after it would still be synced.
-        s.watch.fetched.clear()
-        with pytest.raises(KafkaException):
-            s.sync.cycle()
-        assert s.watch.fetched == [last, first, middle]
-        assert s.on_target(last) == s.synced[2]
-    finally:
-        for close in reversed(closing):
-            close()
+    assert s.watch.fetched == [last, first, middle]
+    assert s.on_target(last) == s.synced[2]
