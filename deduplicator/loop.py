@@ -124,7 +124,7 @@ class Deduplicator:
     def _subscribe(self) -> None:
         self.consumer.subscribe(
             [self.settings.names.staging],
-            on_assign=lambda _consumer, partitions: self.partitions.assign(partitions),
+            on_assign=lambda consumer, partitions: self.partitions.assign(consumer, partitions),
             on_revoke=self._on_revoke,
             on_lost=self._on_lost,
         )

@@ -14,7 +14,12 @@ from deduplicator.backlog import Backlog
 from deduplicator.errors import DeduplicatorError, StateStoreLockedError
 from deduplicator.limits import LOCK_RETRY_S, RESTORE_DEADLINE_S
 from deduplicator.metrics import DeduplicatorMetrics
-from deduplicator.restore import ChangelogReader, changelog_reader, changelog_tail
+from deduplicator.restore import (
+    ChangelogReader,
+    await_stable_offsets,
+    changelog_reader,
+    changelog_tail,
+)
 from deduplicator.state import StateStore
 from runtime import Settings, get_logger
 
@@ -43,8 +48,11 @@ class Partitions:
         # the consumer returned since the assignment, then each commit's.
         self._positions: dict[int, int] = {}
 
-    def assign(self, partitions: list[TopicPartition]) -> None:
+    def assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         deadline = time.monotonic() + RESTORE_DEADLINE_S
+        # First the offsets, then the changelog: a previous owner's offsets pending in a
+        # transaction whose changelog records are not in the log yet (invariant 5).
+        await_stable_offsets(consumer, partitions, deadline)
         with changelog_reader(self.settings) as reader:
             for tp in partitions:
                 self._positions.pop(tp.partition, None)  # read again from the group's commit

@@ -11,12 +11,17 @@ from dataclasses import dataclass
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from deduplicator.errors import RestoreTimeoutError
-from runtime import LIBRDKAFKA_LOG, Settings, call_retrying
+from runtime import LIBRDKAFKA_LOG, Settings, call_retrying, get_logger
 from runtime.topics import call_once_known
+
+# The loop's logger, as for the other lines of an assignment (partitions.py).
+log = get_logger("deduplicator.loop")
 
 _POLL_S = 0.05
 _BATCH = 1000
 _WATERMARK_TIMEOUT_S = 30.0
+# One ask for stable offsets (await_stable_offsets), asked again within the restore deadline.
+_STABLE_ASK_S = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +63,53 @@ def changelog_reader(settings: Settings) -> Iterator[ChangelogReader]:
     finally:
         watcher.close()
         consumer.close()
+
+
+def await_stable_offsets(
+    consumer: Consumer, partitions: list[TopicPartition], deadline: float
+) -> None:
+    """Return once the group's committed offsets of ``partitions`` are stable: no transaction
+    holds offsets of them that it has sent but not yet committed or aborted. RestoreTimeoutError
+    once `time.monotonic()` passes `deadline`.
+
+    Asked before the changelog is read, for the case ``changelog_tail`` cannot see. A previous
+    owner sends its staging offsets into its transaction (step 2 of the loop's commit) before
+    its flush has put that transaction's changelog records in the log (step 3). Frozen between
+    the two, it holds offsets the log shows nothing of: a restore read then ends with the state
+    from before that transaction, and if the owner wakes and commits, the offsets this owner's
+    consumer starts from are past the state it restored (envelopes taken for orphans, or sent
+    again, copied twice). The broker answers a read_committed consumer's offset fetch only
+    once such offsets are stable (KIP-447); after that, a transaction of the previous owner is
+    either over or can no longer add the offsets (invariant 6), and the restore sees what it
+    wrote."""
+    said = False
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise RestoreTimeoutError(
+                "the committed offsets of staging partitions "
+                f"{sorted(tp.partition for tp in partitions)} were not stable by the restore "
+                "deadline (a previous owner's transaction holds offsets it has not committed); "
+                "a restart tries again"
+            )
+        try:
+            # librdkafka asks again while the broker answers UNSTABLE_OFFSET_COMMIT, up to the
+            # timeout; a coordinator moving or loading fails the call, and it is asked again.
+            found = consumer.committed(partitions, timeout=min(remaining, _STABLE_ASK_S))
+        except KafkaException:
+            time.sleep(_POLL_S)
+            continue
+        if all(tp.error is None for tp in found):
+            return
+        if not said:
+            said = True
+            log.info(
+                "staging offsets held by a previous owner's open transaction: the restore "
+                "waits for it to end",
+                partitions=[tp.partition for tp in found if tp.error is not None],
+                error=next(tp.error for tp in found if tp.error is not None).str(),
+            )
+        time.sleep(_POLL_S)
 
 
 def changelog_tail(

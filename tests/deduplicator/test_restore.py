@@ -8,9 +8,12 @@ import threading
 import time
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
+from deduplicator.backlog import Backlog
 from deduplicator.errors import RestoreTimeoutError
+from deduplicator.metrics import DeduplicatorMetrics
+from deduplicator.partitions import Partitions
 from deduplicator.restore import changelog_reader, changelog_tail
 from deduplicator.rule import PartitionState, decode_state, encode_state, state_key
 from deduplicator.state import StateStore
@@ -156,3 +159,77 @@ def test_a_restore_waits_for_a_previous_owners_open_transaction_and_keeps_what_i
         restoring.join(60)
         assert restored == [2000 + len(KEYS)]
         assert _state(store) == {**expected, **late}
+
+
+def test_an_assignment_waits_for_a_previous_owners_offsets_sent_before_its_changelog_records(
+    changelog, target_cluster, source_cluster, unique_topic, unique_group, tmp_path
+):
+    """A previous owner sends its staging offsets into its transaction before its flush has put
+    the transaction's changelog records in the log (the loop's steps 2 and 3), and is frozen
+    between the two. Its successor's assignment must wait for that transaction, not restore the
+    changelog without it: woken, the owner commits, and the offsets the successor starts from
+    would meet state from before that transaction."""
+    topic, expected = changelog
+    staging = unique_topic("staging")
+    create_topic(target_cluster.bootstrap_servers, staging, 1)
+    group = unique_group("stage2")
+    settings = load_settings(
+        {
+            "KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS": source_cluster.bootstrap_servers,
+            "KAFKA_CLUSTERS_DESTINATION_BOOTSTRAP_SERVERS": target_cluster.bootstrap_servers,
+            "REPLICATION_TOPICS_INCLUDE": "none",
+            "REPLICATION_FLOW": unique_topic("flow").replace(".", "-")[-90:],
+            "STATE_DIR": str(tmp_path),
+        }
+    )
+    zombie = Producer(
+        {
+            "bootstrap.servers": target_cluster.bootstrap_servers,
+            "transactional.id": unique_topic("zombie"),
+        }
+    )
+    zombie.init_transactions(30)
+    zombie.begin_transaction()
+    group_of = Consumer({"bootstrap.servers": target_cluster.bootstrap_servers, "group.id": group})
+    zombie.send_offsets_to_transaction(
+        [TopicPartition(staging, 0, 7)], group_of.consumer_group_metadata(), 30
+    )
+    group_of.close()
+    successor = Consumer(
+        {
+            "bootstrap.servers": target_cluster.bootstrap_servers,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+        }
+    )
+    metrics = DeduplicatorMetrics()
+    owned = Partitions(settings, topic, metrics, Backlog(staging, metrics.backlog))
+    assigned: list[BaseException | None] = []
+
+    def assign() -> None:
+        try:
+            owned.assign(successor, [TopicPartition(staging, 0)])
+            assigned.append(None)
+        except BaseException as exc:  # the test thread reports it
+            assigned.append(exc)
+
+    try:
+        assigning = threading.Thread(target=assign, daemon=True)
+        assigning.start()
+        assigning.join(3)
+        assert assigning.is_alive(), assigned  # waiting, not restored without the transaction
+        # The owner wakes: its records reach the log (in the loop they were produced before the
+        # offsets, and still queued behind the in-flight limit), and it commits.
+        late = {key: PartitionState(TOPIC_ID, 10_000 + i) for i, key in enumerate(KEYS)}
+        for key, state in late.items():
+            zombie.produce(topic, key=key, value=encode_state(state), partition=0)
+        zombie.commit_transaction(30)
+        assigning.join(60)
+        assert assigned == [None]
+        assert _state(owned.stores[0]) == {**expected, **late}
+        # And the offsets the successor starts from are the ones that state goes with.
+        assert successor.committed([TopicPartition(staging, 0)], 30)[0].offset == 7
+    finally:
+        owned.close()
+        successor.close()
