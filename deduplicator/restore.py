@@ -8,10 +8,18 @@ from collections.abc import Generator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from deduplicator.errors import RestoreTimeoutError
-from runtime import LIBRDKAFKA_LOG, Settings, call_retrying, get_logger
+from runtime import (
+    LIBRDKAFKA_LOG,
+    ErrorClass,
+    Settings,
+    call_retrying,
+    classify,
+    get_logger,
+    kafka_error_of,
+)
 from runtime.topics import call_once_known
 
 # The loop's logger, as for the other lines of an assignment (partitions.py).
@@ -21,7 +29,8 @@ _POLL_S = 0.05
 _BATCH = 1000
 _WATERMARK_TIMEOUT_S = 30.0
 # One ask for stable offsets (await_stable_offsets), asked again within the restore deadline.
-_STABLE_ASK_S = 10.0
+_STABLE_ASK_S = 5.0
+_NOT_STABLE_YET = frozenset({KafkaError.UNSTABLE_OFFSET_COMMIT, KafkaError._TIMED_OUT})
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,25 +98,28 @@ def await_stable_offsets(
             raise RestoreTimeoutError(
                 "the committed offsets of staging partitions "
                 f"{sorted(tp.partition for tp in partitions)} were not stable by the restore "
-                "deadline (a previous owner's transaction holds offsets it has not committed); "
-                "a restart tries again"
+                "deadline (a previous owner's transaction holding offsets it has not ended, or "
+                "a group coordinator not answering); a restart tries again"
             )
         try:
-            # librdkafka asks again while the broker answers UNSTABLE_OFFSET_COMMIT, up to the
-            # timeout; a coordinator moving or loading fails the call, and it is asked again.
             found = consumer.committed(partitions, timeout=min(remaining, _STABLE_ASK_S))
-        except KafkaException:
-            time.sleep(_POLL_S)
-            continue
-        if all(tp.error is None for tp in found):
+            errors = [tp.error for tp in found if tp.error is not None]
+        except KafkaException as exc:
+            errors = [kafka_error_of(exc)]
+        if not errors:
             return
+        error = errors[0]
+        # The wait itself: librdkafka asks again while the broker answers UNSTABLE_OFFSET_COMMIT
+        # and times the call out. Credentials, ACLs and the like are not waited on.
+        if error.code() not in _NOT_STABLE_YET and classify(error) is not ErrorClass.RETRIABLE:
+            raise KafkaException(error)
         if not said:
             said = True
             log.info(
-                "staging offsets held by a previous owner's open transaction: the restore "
-                "waits for it to end",
-                partitions=[tp.partition for tp in found if tp.error is not None],
-                error=next(tp.error for tp in found if tp.error is not None).str(),
+                "staging offsets not stable yet (a previous owner's transaction holds offsets "
+                "it has not ended, or the group coordinator is moving): the restore waits",
+                partitions=sorted(tp.partition for tp in partitions),
+                error=error.str(),
             )
         time.sleep(_POLL_S)
 

@@ -4,17 +4,19 @@ restore resumes from the store's changelog offset, and the deadline stops a rest
 from __future__ import annotations
 
 import itertools
+import logging
 import threading
 import time
+from types import SimpleNamespace
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from deduplicator.backlog import Backlog
 from deduplicator.errors import RestoreTimeoutError
 from deduplicator.metrics import DeduplicatorMetrics
 from deduplicator.partitions import Partitions
-from deduplicator.restore import changelog_reader, changelog_tail
+from deduplicator.restore import await_stable_offsets, changelog_reader, changelog_tail
 from deduplicator.rule import PartitionState, decode_state, encode_state, state_key
 from deduplicator.state import StateStore
 from runtime import load_settings
@@ -162,7 +164,14 @@ def test_a_restore_waits_for_a_previous_owners_open_transaction_and_keeps_what_i
 
 
 def test_an_assignment_waits_for_a_previous_owners_offsets_sent_before_its_changelog_records(
-    changelog, target_cluster, source_cluster, unique_topic, unique_group, tmp_path
+    changelog,
+    target_cluster,
+    source_cluster,
+    unique_topic,
+    unique_group,
+    tmp_path,
+    caplog,
+    monkeypatch,
 ):
     """A previous owner sends its staging offsets into its transaction before its flush has put
     the transaction's changelog records in the log (the loop's steps 2 and 3), and is frozen
@@ -205,6 +214,8 @@ def test_an_assignment_waits_for_a_previous_owners_offsets_sent_before_its_chang
     )
     metrics = DeduplicatorMetrics()
     owned = Partitions(settings, topic, metrics, Backlog(staging, metrics.backlog))
+    monkeypatch.setattr("deduplicator.restore._STABLE_ASK_S", 1.0)  # said within the wait
+    caplog.set_level(logging.INFO, logger="deduplicator.loop")
     assigned: list[BaseException | None] = []
 
     def assign() -> None:
@@ -219,6 +230,9 @@ def test_an_assignment_waits_for_a_previous_owners_offsets_sent_before_its_chang
         assigning.start()
         assigning.join(3)
         assert assigning.is_alive(), assigned  # waiting, not restored without the transaction
+        # And saying why, once.
+        waiting = [r for r in caplog.records if "not stable yet" in r.getMessage()]
+        assert len(waiting) == 1, caplog.records
         # The owner wakes: its records reach the log (in the loop they were produced before the
         # offsets, and still queued behind the in-flight limit), and it commits.
         late = {key: PartitionState(TOPIC_ID, 10_000 + i) for i, key in enumerate(KEYS)}
@@ -233,3 +247,21 @@ def test_an_assignment_waits_for_a_previous_owners_offsets_sent_before_its_chang
     finally:
         owned.close()
         successor.close()
+
+
+def test_waiting_for_stable_offsets_stops_at_once_on_an_error_no_wait_heals():
+    """Refused (an ACL), the fetch is not waited on until the restore deadline under a line
+    blaming a previous owner: the error itself stops the assignment."""
+
+    class _Refused:
+        asked = 0
+
+        def committed(self, partitions, timeout):
+            self.asked += 1
+            refusal = KafkaError(KafkaError.GROUP_AUTHORIZATION_FAILED)
+            return [SimpleNamespace(partition=0, error=refusal)]
+
+    consumer = _Refused()
+    with pytest.raises(KafkaException, match="GROUP_AUTHORIZATION_FAILED"):
+        await_stable_offsets(consumer, [TopicPartition("staging", 0)], time.monotonic() + 2)
+    assert consumer.asked == 1
