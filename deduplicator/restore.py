@@ -30,7 +30,6 @@ _BATCH = 1000
 _WATERMARK_TIMEOUT_S = 30.0
 # One ask for stable offsets (await_stable_offsets), asked again within the restore deadline.
 _STABLE_ASK_S = 5.0
-_NOT_STABLE_YET = frozenset({KafkaError.UNSTABLE_OFFSET_COMMIT, KafkaError._TIMED_OUT})
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,8 +109,12 @@ def await_stable_offsets(
             return
         error = errors[0]
         # The wait itself: librdkafka asks again while the broker answers UNSTABLE_OFFSET_COMMIT
-        # and times the call out. Credentials, ACLs and the like are not waited on.
-        if error.code() not in _NOT_STABLE_YET and classify(error) is not ErrorClass.RETRIABLE:
+        # and times the call out (_TIMED_OUT, retriable). UNSTABLE_OFFSET_COMMIT itself is not
+        # retriable to runtime's classification. Credentials, ACLs and the like are not waited on.
+        if (
+            error.code() != KafkaError.UNSTABLE_OFFSET_COMMIT
+            and classify(error) is not ErrorClass.RETRIABLE
+        ):
             raise KafkaException(error)
         if not said:
             said = True

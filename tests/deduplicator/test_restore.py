@@ -60,13 +60,14 @@ def changelog(target_cluster, unique_topic):
 
 
 @pytest.fixture
-def settings(source_cluster, target_cluster, unique_topic):
+def settings(source_cluster, target_cluster, unique_topic, tmp_path):
     return load_settings(
         {
             "KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS": source_cluster.bootstrap_servers,
             "KAFKA_CLUSTERS_DESTINATION_BOOTSTRAP_SERVERS": target_cluster.bootstrap_servers,
             "REPLICATION_TOPICS_INCLUDE": "none",
             "REPLICATION_FLOW": unique_topic("flow").replace(".", "-")[-90:],
+            "STATE_DIR": str(tmp_path / "state"),
         }
     )
 
@@ -164,14 +165,7 @@ def test_a_restore_waits_for_a_previous_owners_open_transaction_and_keeps_what_i
 
 
 def test_an_assignment_waits_for_a_previous_owners_offsets_sent_before_its_changelog_records(
-    changelog,
-    target_cluster,
-    source_cluster,
-    unique_topic,
-    unique_group,
-    tmp_path,
-    caplog,
-    monkeypatch,
+    changelog, settings, target_cluster, unique_topic, unique_group, caplog, monkeypatch
 ):
     """A previous owner sends its staging offsets into its transaction before its flush has put
     the transaction's changelog records in the log (the loop's steps 2 and 3), and is frozen
@@ -182,15 +176,6 @@ def test_an_assignment_waits_for_a_previous_owners_offsets_sent_before_its_chang
     staging = unique_topic("staging")
     create_topic(target_cluster.bootstrap_servers, staging, 1)
     group = unique_group("stage2")
-    settings = load_settings(
-        {
-            "KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS": source_cluster.bootstrap_servers,
-            "KAFKA_CLUSTERS_DESTINATION_BOOTSTRAP_SERVERS": target_cluster.bootstrap_servers,
-            "REPLICATION_TOPICS_INCLUDE": "none",
-            "REPLICATION_FLOW": unique_topic("flow").replace(".", "-")[-90:],
-            "STATE_DIR": str(tmp_path),
-        }
-    )
     zombie = Producer(
         {
             "bootstrap.servers": target_cluster.bootstrap_servers,
