@@ -46,6 +46,14 @@ MIRRORED_CONFIGS = (
 )
 # Room for the largest source record plus its envelope; a larger record stops its partition.
 STAGING_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+# The least max.message.bytes a destination topic is given, whatever its source's. The broker
+# holds a whole record batch to that limit, compressed as it arrives: the source's limit bounded
+# its producers' batches, and stage 2 writes the same records uncompressed (by default) in
+# batches of its own, up to librdkafka's batch.size (1 MB). A destination that kept a smaller
+# limit would refuse a batch of records that each fit, or a record its source took compressed,
+# and librdkafka never splits a refused batch: stage 2 would abort and retry the same
+# transaction for ever. Whatever staging carries therefore fits.
+DESTINATION_MIN_MAX_MESSAGE_BYTES = STAGING_MAX_MESSAGE_BYTES
 _TIMEOUT_S = 30.0
 
 
@@ -187,11 +195,15 @@ def ensure_destinations(
 
 
 def _new_destination(topic: SourceTopic) -> NewTopic:
+    config = {k: v for k, v in topic.configs.items() if v is not None}
+    config["max.message.bytes"] = str(
+        max(int(config.get("max.message.bytes", 0)), DESTINATION_MIN_MAX_MESSAGE_BYTES)
+    )
     return NewTopic(
         topic.destination,
         num_partitions=topic.partitions,
         replication_factor=-1,
-        config={k: v for k, v in topic.configs.items() if v is not None},
+        config=config,
     )
 
 
