@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from offsetsync.checkpoints import CheckpointWriter
 from offsetsync.clients import SyncClients, connect
-from offsetsync.loop import GROUPS_PER_STEP, OffsetSync
+from offsetsync.loop import GROUPS_PER_STEP, RECOMMIT_AFTER_S, RECONFIRM_AFTER_S, OffsetSync
 from offsetsync.metrics import OffsetSyncMetrics
 from runtime import ConfigError, GracefulShutdown, Health, Settings, call_retrying, get_logger
 from runtime.credential_files import DESTINATION, SOURCE
@@ -72,6 +72,8 @@ def assemble(
     wait: Callable[[float], object],
     beat: Callable[[], None] = lambda: None,
     groups_per_step: int = GROUPS_PER_STEP,
+    reconfirm_after_s: float = RECONFIRM_AFTER_S,
+    recommit_after_s: float = RECOMMIT_AFTER_S,
 ) -> tuple[OffsetSync, CheckpointWriter]:
     """Offset sync's loop over clients from ``connect_clients`` (which also makes them anew
     after failed cycles), with its checkpoint writer; both to be closed by the caller."""
@@ -106,6 +108,8 @@ def assemble(
         wait=wait,
         beat=beat,
         groups_per_step=groups_per_step,
+        reconfirm_after_s=reconfirm_after_s,
+        recommit_after_s=recommit_after_s,
     )
     return sync, checkpoints
 

@@ -13,10 +13,15 @@ Invariants a cycle keeps:
   a group ahead of replication waits and is never guessed.
 - A group or partition whose committed offset disappears from the source is forgotten, not
   reset: its target offsets stay where they are.
+- A translation that does not change is not left to the target's memory: its target offset is
+  looked at again every RECONFIRM_AFTER_S (an offset deleted or expired there is committed
+  again) and committed again, unchanged, every RECOMMIT_AFTER_S (an idle group's offsets expire
+  on the target offsets.retention.minutes after their last commit, 7 days by default).
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Collection, Iterable, Mapping
@@ -44,6 +49,14 @@ _RECONNECT_AFTER = 3  # failed cycles in a row
 # cycle: all of the cycle when every group is fetched first (lag p99 of about two cycles at 2,000
 # groups, issue 34), one step of it here. A step costs a target listing and a checkpoint flush.
 GROUPS_PER_STEP = 250
+# How long a group partition whose translation did not change is left alone: then its target
+# offset is fetched again (a group whose offsets were deleted on the target, or expired there,
+# is committed again within this), at one target fetch a group every 5 minutes.
+RECONFIRM_AFTER_S = 300.0
+# How long an unchanged offset goes without a commit of ours: a target keeps an idle group's
+# offset offsets.retention.minutes (7 days by default) after its last commit, so a source group
+# that stays caught up on a quiet partition would lose its target offset with nothing moving.
+RECOMMIT_AFTER_S = 86_400.0
 
 # (group, partition): a source partition or a destination partition, by context.
 GroupPartition = tuple[str, Key]
@@ -77,11 +90,15 @@ class OffsetSync:
         wait: Callable[[float], object] = time.sleep,
         beat: Callable[[], None] = lambda: None,
         groups_per_step: int = GROUPS_PER_STEP,
+        reconfirm_after_s: float = RECONFIRM_AFTER_S,
+        recommit_after_s: float = RECOMMIT_AFTER_S,
     ) -> None:
         if groups_per_step < 1:
             raise ValueError(f"groups_per_step must be at least 1, not {groups_per_step}")
         self._settings = settings
         self._groups_per_step = groups_per_step
+        self._reconfirm_after_s = reconfirm_after_s
+        self._recommit_after_s = recommit_after_s
         self._next_step = 0  # where the next cycle starts, in steps (after a step that raised)
         self._should_stop = should_stop
         self._wait = wait
@@ -94,6 +111,10 @@ class OffsetSync:
         self._failed_in_a_row = 0
         self._seen: dict[GroupPartition, _Seen] = {}  # by source partition
         self._committed: dict[GroupPartition, int] = {}  # by destination partition
+        # When each of _committed was last seen on the target, and last committed by us.
+        self._confirmed_at: dict[GroupPartition, float] = {}
+        self._committed_at: dict[GroupPartition, float] = {}
+        self._unnamed: set[str] = set()  # source topics without a valid destination name, warned
         self._checkpointed: dict[GroupPartition, int] = {}  # by destination partition
         self._behind: set[GroupPartition] = set()  # warned about, by source partition
         self._unknown: set[GroupPartition] = set()  # warned about, by destination partition
@@ -160,9 +181,13 @@ class OffsetSync:
             except Exception:
                 self._next_step = first + number + 1
                 raise
-            # Each step may wait out a timeout of its own (a fetch, the checkpoints' flush): the
-            # liveness limit is for one step, not for all of them.
+            # Each step may wait out a timeout of its own (a fetch, a commit): the liveness limit
+            # is for one step, not for all of them.
             self._beat()
+        # Once a cycle, not once a step: while the checkpoint topic cannot be written (its
+        # leader away), each flush waits out its whole timeout, and a lost checkpoint is a
+        # missing note, not a reason to hold up the groups of the steps after it.
+        self._checkpoints.flush()
         # Groups no longer listed at all: deleted on the source.
         self._forget_gone(
             {}, groups={g for g, _ in self._seen} - set(listed), listed=False, fetched={}
@@ -209,7 +234,11 @@ class OffsetSync:
                 self._stop_waiting(group, source_key)
             if isinstance(translation, Translated):
                 destination_key = (request.destination_topic, request.partition)
-                if self._committed.get((group, destination_key)) != translation.destination_offset:
+                if self._committed.get(
+                    (group, destination_key)
+                ) != translation.destination_offset or self._reconfirm_due(
+                    (group, destination_key)
+                ):
                     seen = self._seen[(group, source_key)]
                     moves[group][destination_key] = _Move(request, translation, seen)
             elif translation is not None:
@@ -234,7 +263,7 @@ class OffsetSync:
         for group, offsets in fetched.items():
             for (topic, partition), committed in offsets.offsets.items():
                 if topic not in destinations:
-                    destinations[topic] = self._settings.destination_topic(topic)
+                    destinations[topic] = self._destination_of(topic)
                 destination_topic = destinations[topic]
                 if destination_topic is None:
                     continue
@@ -275,11 +304,16 @@ class OffsetSync:
             translated = group in fetched and (topic, partition) in fetched[group].translated
             del self._seen[(group, (topic, partition))]
             self._behind.discard((group, (topic, partition)))
-            destination_topic = self._settings.destination_topic(topic)
+            destination_topic = self._destination_of(topic)
             if destination_topic is not None:
                 destination_key = (destination_topic, partition)
-                self._committed.pop((group, destination_key), None)
-                self._checkpointed.pop((group, destination_key), None)
+                for memo in (
+                    self._committed,
+                    self._confirmed_at,
+                    self._committed_at,
+                    self._checkpointed,
+                ):
+                    memo.pop((group, destination_key), None)
             if not translated:  # _passed_back said why
                 gone[group] = gone.get(group, 0) + 1
         for group, partitions in sorted(gone.items()):
@@ -290,6 +324,28 @@ class OffsetSync:
                 group=group,
                 partitions=partitions,
             )
+
+    def _destination_of(self, topic: str) -> str | None:
+        """The destination name of a source topic; None when it is not replicated, or when its
+        name makes no valid topic name (too long for its template): stage 1 leaves such a topic
+        out, and a group's offsets on it are not translated, never the whole role stopped."""
+        try:
+            return self._settings.destination_topic(topic)
+        except ValueError as exc:
+            if topic not in self._unnamed:
+                self._unnamed.add(topic)
+                log.warning(
+                    "a source topic without a valid destination name: not replicated, and "
+                    "groups' offsets on it are not synced",
+                    topic=topic,
+                    error=str(exc),
+                )
+            return None
+
+    def _reconfirm_due(self, key: GroupPartition) -> bool:
+        """Whether an unchanged translation's target offset is to be looked at again."""
+        since = time.monotonic() - self._confirmed_at.get(key, -math.inf)
+        return since >= self._reconfirm_after_s
 
     def _passed_back(self, group: str, source_key: Key) -> None:
         if (group, source_key) not in self._translated:
@@ -358,24 +414,43 @@ class OffsetSync:
         for group in moves.keys() - set(idle):
             self._skip_active(group, moves[group].values(), states)
         current = self._target_offsets(idle, target_states.keys(), moves)
+        now = time.monotonic()
         commits: dict[str, dict[Key, int]] = {}
+        refreshes: set[GroupPartition] = set()  # committed again as they are (RECOMMIT_AFTER_S)
+        gone: set[GroupPartition] = set()  # committed by us, no longer on the target
         for group in idle:
             for destination_key, move in moves[group].items():
+                key = (group, destination_key)
                 offset = move.translated.destination_offset
                 if destination_key in current[group].unknown:
                     # Never backwards needs the offset that is there: not known, not committed.
                     self._target_unknown(group, destination_key, states)
                     continue
-                self._unknown.discard((group, destination_key))
+                self._unknown.discard(key)
                 there = current[group].offsets.get(destination_key)
+                unchanged = self._committed.get(key) == offset
                 if there is not None and there >= offset:
                     # Already there, or further (the group read on the target meanwhile, or an
                     # operator moved it): never backwards.
                     if there > offset:
                         self._metrics.not_moved_back.inc()
-                    self._committed[(group, destination_key)] = offset
+                    self._committed[key] = offset
+                    self._confirmed_at[key] = now
+                    committed_at = self._committed_at.setdefault(key, now)
+                    if there == offset and now - committed_at >= self._recommit_after_s:
+                        refreshes.add(key)
+                        commits.setdefault(group, {})[destination_key] = offset
                     continue
+                if unchanged and there is None:
+                    gone.add(key)
                 commits.setdefault(group, {})[destination_key] = offset
+        if gone:
+            log.warning(
+                "offsets committed on the target earlier are gone from it (deleted, or expired "
+                "by the target's offsets.retention.minutes): committed again",
+                groups=len({group for group, _ in gone}),
+                partitions=len(gone),
+            )
         failures = []
         moved = 0
         metadata = translated_metadata(self._cluster_id)
@@ -383,9 +458,16 @@ class OffsetSync:
             committed = 0
             for destination_key, error in outcomes.items():
                 move = moves[group][destination_key]
-                if error is None:
+                if error is None and (group, destination_key) in refreshes:
+                    # The same offset, its commit renewed: no move, no news for a checkpoint.
+                    self._committed_at[(group, destination_key)] = now
+                    self._metrics.offsets_recommitted.labels("renewed").inc()
+                elif error is None:
                     committed += 1
-                    self._committed_one(group, destination_key, move)
+                    restored = (group, destination_key) in gone
+                    if restored:
+                        self._metrics.offsets_recommitted.labels("gone").inc()
+                    self._committed_one(group, destination_key, move, restored=restored)
                 elif error.code() in GROUP_ACTIVE:
                     self._skip_active(group, [move], states)
                 else:
@@ -395,7 +477,8 @@ class OffsetSync:
             moved += committed
         if moved:
             log.info("offsets committed on the target", groups=len(commits), partitions=moved)
-        self._checkpoints.flush()
+        # Deliveries that failed are counted now; the cycle's flush waits for the rest.
+        self._checkpoints.serve_callbacks()
         return failures
 
     def _target_offsets(
@@ -426,10 +509,16 @@ class OffsetSync:
             "this cycle (never over an offset we do not know); the next cycle asks again",
         )
 
-    def _committed_one(self, group: str, destination_key: Key, move: _Move) -> None:
-        self._committed[(group, destination_key)] = move.translated.destination_offset
+    def _committed_one(
+        self, group: str, destination_key: Key, move: _Move, *, restored: bool
+    ) -> None:
+        key = (group, destination_key)
+        self._committed[key] = move.translated.destination_offset
+        self._confirmed_at[key] = self._committed_at[key] = time.monotonic()
         self._metrics.offsets_committed.inc()
-        self._metrics.lag.observe(time.monotonic() - move.seen.monotonic)
+        if not restored:
+            # A restored offset was seen long ago: its age is not the sync's lag.
+            self._metrics.lag.observe(time.monotonic() - move.seen.monotonic)
         self._checkpoint(group, move, committed=True)
 
     def _skip_active(self, group: str, moves: Iterable[_Move], states: dict[str, str]) -> None:

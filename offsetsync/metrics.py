@@ -51,6 +51,13 @@ class OffsetSyncMetrics:
             "Checkpoint records the target did not acknowledge.",
             registry=r,
         )
+        self.offsets_recommitted = Counter(
+            "exactly_offsetsync_offsets_recommitted",
+            "Partition offsets committed again unchanged: gone from the target (deleted, or "
+            "expired by its offsets.retention.minutes) or renewed before they expire there.",
+            ["reason"],
+            registry=r,
+        )
         self.not_moved_back = Counter(
             "exactly_offsetsync_not_moved_back",
             "Partition offsets left as they are because the target's is already further.",
