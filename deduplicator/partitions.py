@@ -17,6 +17,7 @@ from deduplicator.metrics import DeduplicatorMetrics
 from deduplicator.restore import (
     ChangelogReader,
     await_stable_offsets,
+    changelog_end,
     changelog_reader,
     changelog_tail,
 )
@@ -110,11 +111,41 @@ class Partitions:
             consumer.seek(TopicPartition(self.settings.names.staging, partition, offset))
             self.backlog.committed(partition, offset)
 
+    def _prefix_of_the_changelog(
+        self, reader: ChangelogReader, partition: int, store: StateStore, deadline: float
+    ) -> StateStore:
+        """``store``, or a new empty one in its place when it is no prefix of the changelog.
+
+        The store caches a prefix of the changelog (docs/design.md §3.5). One that reflects a
+        record at or past the log's end came from another changelog: this one was deleted and
+        made anew (an operator's reset, a rebuilt target) or truncated, while the state
+        directory was kept. Trusted, its old states would drop new records as duplicates, and
+        its offset would refuse the next commit for good."""
+        reflected = store.changelog_offset()
+        if reflected is None:
+            return store
+        end = changelog_end(reader, self.changelog_topic, partition)
+        if reflected < end:
+            return store
+        log.warning(
+            "the local state reflects changelog records the changelog does not hold (made anew "
+            "or truncated while the state directory was kept): discarded, restored from the "
+            "changelog's beginning",
+            partition=partition,
+            state_offset=reflected,
+            changelog_end=end,
+        )
+        store.close()
+        StateStore.destroy(store.directory)
+        return open_or_recreate(store.directory, deadline)
+
     def _open_store(self, reader: ChangelogReader, partition: int, deadline: float) -> StateStore:
         """The partition's RocksDB, brought up to date from the changelog (the truth)."""
-        store = open_or_recreate(self._state_root / str(partition), deadline)
+        directory = self._state_root / str(partition)
+        store = open_or_recreate(directory, deadline)
         try:
             started = time.monotonic()
+            store = self._prefix_of_the_changelog(reader, partition, store, deadline)
             reflected = store.changelog_offset()
             start = 0 if reflected is None else reflected + 1
             tail = changelog_tail(reader, self.changelog_topic, partition, start, deadline)

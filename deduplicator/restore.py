@@ -166,6 +166,11 @@ def changelog_tail(
             reader.consumer.unassign()
 
 
+def changelog_end(reader: ChangelogReader, topic: str, partition: int) -> int:
+    """The log end offset of a changelog partition (open transactions included)."""
+    return _ends(reader, TopicPartition(topic, partition))[1]
+
+
 def _ends(reader: ChangelogReader, tp: TopicPartition) -> tuple[int, int]:
     """(last stable offset, log end offset) of the changelog partition."""
 

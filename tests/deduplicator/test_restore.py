@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from deduplicator.backlog import Backlog
 from deduplicator.errors import RestoreTimeoutError
@@ -250,3 +251,49 @@ def test_waiting_for_stable_offsets_stops_at_once_on_an_error_no_wait_heals():
     with pytest.raises(KafkaException, match="GROUP_AUTHORIZATION_FAILED"):
         await_stable_offsets(consumer, [TopicPartition("staging", 0)], time.monotonic() + 2)
     assert consumer.asked == 1
+
+
+def test_a_state_directory_ahead_of_a_changelog_made_anew_is_discarded_and_restored(
+    changelog, settings, target_cluster, unique_topic, unique_group, caplog
+):
+    """An operator resets the flow's topics (or the target is rebuilt) while stage 2's state
+    directory is kept. The store then reflects changelog offsets the new changelog does not
+    hold. Trusted, its old states would drop the new records as duplicates (records lost) and
+    its offset would refuse the first commit, on every restart."""
+    topic, expected = changelog
+    staging = unique_topic("staging")
+    create_topic(target_cluster.bootstrap_servers, staging, 1)
+    bootstrap = target_cluster.bootstrap_servers
+
+    def assigned_state() -> dict[bytes, PartitionState | None]:
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique_group("stage2")})
+        metrics = DeduplicatorMetrics()
+        owned = Partitions(settings, topic, metrics, Backlog(staging, metrics.backlog))
+        try:
+            owned.assign(consumer, [TopicPartition(staging, 0)])
+            return _state(owned.stores[0])
+        finally:
+            owned.close()
+            consumer.close()
+
+    assert assigned_state() == expected  # the state directory now reflects offset 3001
+
+    # The changelog deleted and made anew, one transaction in it.
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.delete_topics([topic])[topic].result(30)
+    deadline = time.monotonic() + 30
+    while topic in admin.list_topics(timeout=10).topics:
+        assert time.monotonic() < deadline, f"{topic} still listed 30 s after its deletion"
+        time.sleep(0.2)
+    create_topic(bootstrap, topic, 1, {"cleanup.policy": "compact"})
+    writer = Producer({"bootstrap.servers": bootstrap, "transactional.id": unique_topic("new")})
+    writer.init_transactions(30)
+    writer.begin_transaction()
+    fresh = PartitionState(TOPIC_ID, 3)
+    writer.produce(topic, key=KEYS[0], value=encode_state(fresh), partition=0)
+    writer.commit_transaction(30)
+
+    caplog.set_level(logging.WARNING, logger="deduplicator.loop")
+    assert assigned_state() == {KEYS[0]: fresh, **dict.fromkeys(KEYS[1:])}
+    discarded = [r for r in caplog.records if "does not hold" in r.getMessage()]
+    assert len(discarded) == 1, caplog.records
