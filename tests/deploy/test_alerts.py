@@ -65,12 +65,12 @@ CASES = [
                 instance="d:1",
             ): "500x20",
             _series(
-                "exactly_deduplicator_records_written_total",
+                "exactly_deduplicator_transactions_total",
                 flow="stuck",
-                topic="t",
+                outcome="committed",
                 job="d",
                 instance="d:1",
-            ): "900x20",
+            ): "90x20",
             _series(
                 "exactly_deduplicator_backlog_records",
                 flow="busy",
@@ -79,9 +79,9 @@ CASES = [
                 instance="d:2",
             ): "500x20",
             _series(
-                "exactly_deduplicator_records_written_total",
+                "exactly_deduplicator_transactions_total",
                 flow="busy",
-                topic="t",
+                outcome="committed",
                 job="d",
                 instance="d:2",
             ): "0+600x20",
@@ -141,8 +141,51 @@ CASES = [
             _series(
                 "exactly_deduplicator_duplicates_dropped_total", flow="f", job="d", instance="d:1"
             ): "0+400x20",
+            _series(
+                "exactly_deduplicator_transactions_total",
+                flow="f",
+                outcome="committed",
+                job="d",
+                instance="d:1",
+            ): "0+40x20",
         },
         "15m",
+    ),
+    Case(
+        "stage 2 produces, but every transaction aborts (a destination refusing its batches)",
+        "ExactlyFlowStalled",
+        {
+            _series(
+                "exactly_deduplicator_backlog_records",
+                flow="f",
+                partition="0",
+                job="d",
+                instance="d:1",
+            ): "800x20",
+            _series(
+                "exactly_deduplicator_records_written_total",
+                flow="f",
+                topic="t",
+                job="d",
+                instance="d:1",
+            ): "0+600x20",
+            _series(
+                "exactly_deduplicator_transactions_total",
+                flow="f",
+                outcome="aborted",
+                job="d",
+                instance="d:1",
+            ): "0+6x20",
+            _series(
+                "exactly_deduplicator_transactions_total",
+                flow="f",
+                outcome="committed",
+                job="d",
+                instance="d:1",
+            ): "12x20",
+        },
+        "15m",
+        [{"severity": "critical", "flow": "f"}],
     ),
     Case(
         "staging backlog growing past 100,000 for 15 minutes",
