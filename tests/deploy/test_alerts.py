@@ -36,6 +36,11 @@ def _series(name: str, **labels: str) -> str:
     return name + "{" + ",".join(f'{key}="{value}"' for key, value in labels.items()) + "}"
 
 
+def _stage_2(name: str, **labels: str) -> str:
+    """A series of flow f's stage 2, process d:1."""
+    return _series(name, flow="f", **labels, job="d", instance="d:1")
+
+
 def _certificate_validity(*, not_before: str, not_after: str) -> dict[str, str]:
     """The two gauges of one process's certificate for the destination (Unix seconds)."""
     labels = {"flow": "f", "cluster": "destination", "job": "d", "instance": "d:1"}
@@ -131,23 +136,9 @@ CASES = [
         "only duplicates arrive (stage 1 copied again after a restart): stage 2 is moving",
         "ExactlyFlowStalled",
         {
-            _series(
-                "exactly_deduplicator_backlog_records",
-                flow="f",
-                partition="0",
-                job="d",
-                instance="d:1",
-            ): "800x20",
-            _series(
-                "exactly_deduplicator_duplicates_dropped_total", flow="f", job="d", instance="d:1"
-            ): "0+400x20",
-            _series(
-                "exactly_deduplicator_transactions_total",
-                flow="f",
-                outcome="committed",
-                job="d",
-                instance="d:1",
-            ): "0+40x20",
+            _stage_2("exactly_deduplicator_backlog_records", partition="0"): "800x20",
+            _stage_2("exactly_deduplicator_duplicates_dropped_total"): "0+400x20",
+            _stage_2("exactly_deduplicator_transactions_total", outcome="committed"): "0+40x20",
         },
         "15m",
     ),
@@ -155,34 +146,10 @@ CASES = [
         "stage 2 produces, but every transaction aborts (a destination refusing its batches)",
         "ExactlyFlowStalled",
         {
-            _series(
-                "exactly_deduplicator_backlog_records",
-                flow="f",
-                partition="0",
-                job="d",
-                instance="d:1",
-            ): "800x20",
-            _series(
-                "exactly_deduplicator_records_written_total",
-                flow="f",
-                topic="t",
-                job="d",
-                instance="d:1",
-            ): "0+600x20",
-            _series(
-                "exactly_deduplicator_transactions_total",
-                flow="f",
-                outcome="aborted",
-                job="d",
-                instance="d:1",
-            ): "0+6x20",
-            _series(
-                "exactly_deduplicator_transactions_total",
-                flow="f",
-                outcome="committed",
-                job="d",
-                instance="d:1",
-            ): "12x20",
+            _stage_2("exactly_deduplicator_backlog_records", partition="0"): "800x20",
+            _stage_2("exactly_deduplicator_records_written_total", topic="t"): "0+600x20",
+            _stage_2("exactly_deduplicator_transactions_total", outcome="aborted"): "0+6x20",
+            _stage_2("exactly_deduplicator_transactions_total", outcome="committed"): "12x20",
         },
         "15m",
         [{"severity": "critical", "flow": "f"}],

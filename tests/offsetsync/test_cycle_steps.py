@@ -16,10 +16,10 @@ from offsetsync.app import assemble
 from offsetsync.clients import connect
 from offsetsync.metrics import OffsetSyncMetrics
 from runtime import load_settings
-from tests.kafka_helpers import create_topic, produce_numbered, read_all
+from tests.kafka_helpers import read_all
+from tests.offsetsync.copied import copied_topic
 from tests.offsetsync.groups import committed_offsets, process_and_stop
 from tests.replication.scrape import free_port
-from tests.validator.planting import copy_to_destination
 
 PARTITIONS = 3
 GROUPS = 3
@@ -75,18 +75,7 @@ def _setup(source_cluster, target_cluster, unique_topic, unique_group, closing) 
     source after 1, 2, 3 ... records of each partition, and offset sync's loop over them in
     steps of one group, its source groups watched."""
     topic = unique_topic("steps")
-    copy = f"{topic}.copy"
-    create_topic(source_cluster.bootstrap_servers, topic, PARTITIONS)
-    produce_numbered(source_cluster.bootstrap_servers, topic, PARTITIONS, 0, 60)
-    source = read_all(source_cluster.bootstrap_servers, topic, PARTITIONS)
-    copy_to_destination(
-        target_cluster.bootstrap_servers,
-        copy,
-        source,
-        source_cluster_id=source_cluster.cluster_id,
-        faults=False,
-        partitions=PARTITIONS,
-    )
+    source, copy = copied_topic(source_cluster, target_cluster, topic, PARTITIONS, 60)
     prefix = unique_group("steps")
     groups = [f"{prefix}.{i:02d}" for i in range(GROUPS)]  # by name, in this order
     for i, group in enumerate(groups):

@@ -21,9 +21,9 @@ from offsetsync.clients import connect
 from offsetsync.metrics import OffsetSyncMetrics
 from runtime import load_settings
 from tests.kafka_helpers import create_topic, produce_numbered, read_all
+from tests.offsetsync.copied import copied_topic
 from tests.offsetsync.groups import committed_offsets, process_and_stop
 from tests.replication.scrape import free_port
-from tests.validator.planting import copy_to_destination
 
 PARTITIONS = 3
 PROCESSED = 4  # records of each partition the source group processed before it stopped
@@ -44,18 +44,7 @@ def _flow(source_cluster, target_cluster, unique_topic, unique_group) -> _Flow:
     """A topic copied to the target with the provenance header, and a group that processed
     PROCESSED records of each partition on the source and stopped."""
     topic = unique_topic("quiet")
-    copy = f"{topic}.copy"
-    create_topic(source_cluster.bootstrap_servers, topic, PARTITIONS)
-    produce_numbered(source_cluster.bootstrap_servers, topic, PARTITIONS, 0, 30)
-    source = read_all(source_cluster.bootstrap_servers, topic, PARTITIONS)
-    copy_to_destination(
-        target_cluster.bootstrap_servers,
-        copy,
-        source,
-        source_cluster_id=source_cluster.cluster_id,
-        faults=False,
-        partitions=PARTITIONS,
-    )
+    source, copy = copied_topic(source_cluster, target_cluster, topic, PARTITIONS, 30)
     group = unique_group("quiet")
     process_and_stop(
         source_cluster.bootstrap_servers, group, topic, dict.fromkeys(range(PARTITIONS), PROCESSED)
