@@ -432,7 +432,7 @@ class OffsetSync:
                 if there is not None and there >= offset:
                     # Already there, or further (the group read on the target meanwhile, or an
                     # operator moved it): never backwards.
-                    if there > offset:
+                    if there > offset and not unchanged:  # counted once, not at every look
                         self._metrics.not_moved_back.inc()
                     self._committed[key] = offset
                     self._confirmed_at[key] = now

@@ -22,7 +22,7 @@ from offsetsync.metrics import OffsetSyncMetrics
 from runtime import load_settings
 from tests.kafka_helpers import create_topic, produce_numbered, read_all
 from tests.offsetsync.copied import copied_topic
-from tests.offsetsync.groups import committed_offsets, process_and_stop
+from tests.offsetsync.groups import commit_offsets, committed_offsets, process_and_stop
 from tests.replication.scrape import free_port
 
 PARTITIONS = 3
@@ -176,3 +176,22 @@ def test_a_topic_without_a_valid_destination_name_leaves_the_other_topics_groups
     )
     unnamed = [r for r in caplog.records if "without a valid destination name" in r.getMessage()]
     assert len(unnamed) == 1, caplog.records  # once, not once a cycle
+
+
+def test_a_target_offset_ahead_stays_ahead_and_is_counted_once_however_often_it_is_looked_at(
+    quiet, source_cluster, target_cluster
+):
+    sync = _sync(quiet, source_cluster, target_cluster, quiet.topic, reconfirm_after_s=0.0)
+    target = target_cluster.bootstrap_servers
+    # The group read on past the source's position on the target (a failover, then a stop).
+    ahead = {partition: offset + 2 for (_, partition), offset in quiet.synced.items()}
+    commit_offsets(target, quiet.group, quiet.copy, ahead)
+    for _ in range(3):  # each cycle looks at the target again
+        sync.cycle()
+    assert committed_offsets(target, quiet.group, quiet.copy) == {
+        (quiet.copy, p): o for p, o in ahead.items()
+    }
+    not_moved_back = quiet.metrics.registry.get_sample_value(
+        "exactly_offsetsync_not_moved_back_total"
+    )
+    assert not_moved_back == PARTITIONS
