@@ -95,7 +95,8 @@ class ScaleBench(Bench):
     """The tier's copies by every candidate; MirrorMaker 2 set up as pipeline_vs_mirrormaker's."""
 
     # max.message.bytes of the source topics and the plain loop's destinations (0: the
-    # broker's default); the pipeline mirrors the source's, MirrorMaker 2 syncs it.
+    # broker's default); the pipeline mirrors the source's (at least 16 MiB on its
+    # destinations), MirrorMaker 2 syncs it.
     record_limit = 0
     # Called with the destinations (name -> partitions) once a copy is complete, while the
     # pipeline or MirrorMaker 2 still runs (bench/catch_up.py: the latency once caught up).

@@ -11,7 +11,8 @@ then copies it with every candidate as bench/scale_partitions.py does (same cand
 timing, fresh destinations deleted after each copy, rounds in rotating order, the median copy
 counts). Records too large for the broker's default limit (about 1 MB) are what a user with
 such records has: the source topic's max.message.bytes raised to twice the record size, which
-the pipeline mirrors onto its destination and MirrorMaker 2 syncs onto its own; MirrorMaker 2's
+the pipeline mirrors onto its destination (at least 16 MiB there) and MirrorMaker 2 syncs onto
+its own; MirrorMaker 2's
 producer gets max.request.size to match, the plain loop its message.max.bytes. The pipeline
 runs at its defaults: a record of any size up to its staging topic's limit (16 MiB) travels in
 an envelope of its own. Ratios are within this run, on a noisy 2-core machine.

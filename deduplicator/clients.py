@@ -60,8 +60,9 @@ def producer_config(
         **settings.destination.client_config(),
         "transactional.id": transactional_id,
         "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS,
-        # A destination record is as large as its source allowed (max.message.bytes is
-        # mirrored per topic); the broker, not this client, enforces each topic's limit.
+        # A destination record is as large as its source allowed (each destination topic's
+        # max.message.bytes is its source's, or 16 MiB if larger: replicator/topics.py); the
+        # broker, not this client, enforces each topic's limit.
         "message.max.bytes": MAX_RECORD_BYTES,
         "logger": LIBRDKAFKA_LOG,
         "error_cb": on_error,

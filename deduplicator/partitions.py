@@ -114,13 +114,16 @@ class Partitions:
     def _prefix_of_the_changelog(
         self, reader: ChangelogReader, partition: int, store: StateStore, deadline: float
     ) -> StateStore:
-        """``store``, or a new empty one in its place when it is no prefix of the changelog.
+        """``store``, or a new empty one in its place when it reflects changelog offsets the
+        changelog does not hold.
 
         The store caches a prefix of the changelog (docs/design.md §3.5). One that reflects a
         record at or past the log's end came from another changelog: this one was deleted and
         made anew (an operator's reset, a rebuilt target) or truncated, while the state
         directory was kept. Trusted, its old states would drop new records as duplicates, and
-        its offset would refuse the next commit for good."""
+        its offset would refuse the next commit for good. Not caught: a changelog made anew
+        that has since grown past the store's offset (another instance wrote it meanwhile);
+        the changelog's topic id kept in the store would tell."""
         reflected = store.changelog_offset()
         if reflected is None:
             return store

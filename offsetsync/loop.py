@@ -15,8 +15,10 @@ Invariants a cycle keeps:
   reset: its target offsets stay where they are.
 - A translation that does not change is not left to the target's memory: its target offset is
   looked at again every RECONFIRM_AFTER_S (an offset deleted or expired there is committed
-  again) and committed again, unchanged, every RECOMMIT_AFTER_S (an idle group's offsets expire
-  on the target offsets.retention.minutes after their last commit, 7 days by default).
+  again) and committed again, unchanged, every RECOMMIT_AFTER_S (a group that never had members
+  on the target keeps an offset offsets.retention.minutes after its last commit, 7 days by
+  default; one that had members there loses all of them that long after it emptied, whatever
+  is committed since, and is restored by the next look).
 """
 
 from __future__ import annotations
@@ -47,7 +49,8 @@ _RECONNECT_AFTER = 3  # failed cycles in a row
 # Groups a cycle takes at a time, fetched, translated and committed before the next are fetched.
 # A group's offset waits for the next fetch of the group, then for what follows it in the same
 # cycle: all of the cycle when every group is fetched first (lag p99 of about two cycles at 2,000
-# groups, issue 34), one step of it here. A step costs a target listing and a checkpoint flush.
+# groups, issue 34), one step of it here. A step costs a target listing (the checkpoints are
+# flushed once a cycle).
 GROUPS_PER_STEP = 250
 # How long a group partition whose translation did not change is left alone: then its target
 # offset is fetched again (a group whose offsets were deleted on the target, or expired there,
@@ -417,7 +420,8 @@ class OffsetSync:
         now = time.monotonic()
         commits: dict[str, dict[Key, int]] = {}
         refreshes: set[GroupPartition] = set()  # committed again as they are (RECOMMIT_AFTER_S)
-        gone: set[GroupPartition] = set()  # committed by us, no longer on the target
+        again: set[GroupPartition] = set()  # an unchanged translation the target no longer holds
+        gone: set[GroupPartition] = set()  # of those, no offset there at all
         for group in idle:
             for destination_key, move in moves[group].items():
                 key = (group, destination_key)
@@ -441,8 +445,10 @@ class OffsetSync:
                         refreshes.add(key)
                         commits.setdefault(group, {})[destination_key] = offset
                     continue
-                if unchanged and there is None:
-                    gone.add(key)
+                if unchanged:  # gone from the target, or moved back there by hand
+                    again.add(key)
+                    if there is None:
+                        gone.add(key)
                 commits.setdefault(group, {})[destination_key] = offset
         if gone:
             log.warning(
@@ -464,9 +470,9 @@ class OffsetSync:
                     self._metrics.offsets_recommitted.labels("renewed").inc()
                 elif error is None:
                     committed += 1
-                    restored = (group, destination_key) in gone
-                    if restored:
+                    if (group, destination_key) in gone:
                         self._metrics.offsets_recommitted.labels("gone").inc()
+                    restored = (group, destination_key) in again
                     self._committed_one(group, destination_key, move, restored=restored)
                 elif error.code() in GROUP_ACTIVE:
                     self._skip_active(group, [move], states)

@@ -52,7 +52,9 @@ STAGING_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 # batches of its own, up to librdkafka's batch.size (1 MB). A destination that kept a smaller
 # limit would refuse a batch of records that each fit, or a record its source took compressed,
 # and librdkafka never splits a refused batch: stage 2 would abort and retry the same
-# transaction for ever. Whatever staging carries therefore fits.
+# transaction for ever. Whatever staging carries at its default limit therefore fits (an
+# operator who raises staging's limit raises the destinations' with it: docs/operations.md).
+# Only topics created from here on: an existing destination's configuration is not changed.
 DESTINATION_MIN_MAX_MESSAGE_BYTES = STAGING_MAX_MESSAGE_BYTES
 _TIMEOUT_S = 30.0
 

@@ -121,6 +121,15 @@ def test_an_offset_deleted_on_the_target_is_committed_again(
     assert _recommitted(quiet, "gone") == PARTITIONS
     gone = [r for r in caplog.records if "gone from it" in r.getMessage()]
     assert len(gone) == 1, caplog.records
+    # The age of a restored offset is not the sync's lag: only the first commits were observed.
+    lag = quiet.metrics.registry.get_sample_value("exactly_offsetsync_lag_seconds_count")
+    assert lag == PARTITIONS
+
+    # Looked at again, there as committed a moment ago: neither restored nor renewed (a day).
+    time.sleep(RECONFIRM_AFTER_S)
+    sync.cycle()
+    assert _recommitted(quiet, "gone") == PARTITIONS
+    assert _recommitted(quiet, "renewed") == 0
 
 
 def test_an_unchanged_offset_s_commit_is_renewed_before_the_target_could_expire_it(
@@ -181,7 +190,14 @@ def test_a_topic_without_a_valid_destination_name_leaves_the_other_topics_groups
 def test_a_target_offset_ahead_stays_ahead_and_is_counted_once_however_often_it_is_looked_at(
     quiet, source_cluster, target_cluster
 ):
-    sync = _sync(quiet, source_cluster, target_cluster, quiet.topic, reconfirm_after_s=0.0)
+    sync = _sync(
+        quiet,
+        source_cluster,
+        target_cluster,
+        quiet.topic,
+        reconfirm_after_s=0.0,
+        recommit_after_s=0.0,  # a renewal due at every look: never one below the target's
+    )
     target = target_cluster.bootstrap_servers
     # The group read on past the source's position on the target (a failover, then a stop).
     ahead = {partition: offset + 2 for (_, partition), offset in quiet.synced.items()}
@@ -195,3 +211,4 @@ def test_a_target_offset_ahead_stays_ahead_and_is_counted_once_however_often_it_
         "exactly_offsetsync_not_moved_back_total"
     )
     assert not_moved_back == PARTITIONS
+    assert _recommitted(quiet, "renewed") == 0
