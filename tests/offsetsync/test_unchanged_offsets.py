@@ -83,6 +83,19 @@ def _sync(flow: _Flow, source_cluster, target_cluster, include: str, **options):
     return sync
 
 
+def _sync_looking_every_cycle(flow: _Flow, source_cluster, target_cluster):
+    """Offset sync that looks at every unchanged offset on the target again every cycle, and
+    renews it at every look."""
+    return _sync(
+        flow,
+        source_cluster,
+        target_cluster,
+        flow.topic,
+        reconfirm_after_s=0.0,
+        recommit_after_s=0.0,
+    )
+
+
 @pytest.fixture
 def quiet(source_cluster, target_cluster, unique_topic, unique_group):
     flow = _flow(source_cluster, target_cluster, unique_topic, unique_group)
@@ -135,14 +148,7 @@ def test_an_offset_deleted_on_the_target_is_committed_again(
 def test_an_unchanged_offset_s_commit_is_renewed_before_the_target_could_expire_it(
     quiet, source_cluster, target_cluster
 ):
-    sync = _sync(
-        quiet,
-        source_cluster,
-        target_cluster,
-        quiet.topic,
-        reconfirm_after_s=0.0,
-        recommit_after_s=0.0,
-    )
+    sync = _sync_looking_every_cycle(quiet, source_cluster, target_cluster)
     target = target_cluster.bootstrap_servers
     sync.cycle()
     assert committed_offsets(target, quiet.group, quiet.copy) == quiet.synced
@@ -190,14 +196,8 @@ def test_a_topic_without_a_valid_destination_name_leaves_the_other_topics_groups
 def test_a_target_offset_ahead_stays_ahead_and_is_counted_once_however_often_it_is_looked_at(
     quiet, source_cluster, target_cluster
 ):
-    sync = _sync(
-        quiet,
-        source_cluster,
-        target_cluster,
-        quiet.topic,
-        reconfirm_after_s=0.0,
-        recommit_after_s=0.0,  # a renewal due at every look: never one below the target's
-    )
+    # A renewal due at every look: never one below the target's offset.
+    sync = _sync_looking_every_cycle(quiet, source_cluster, target_cluster)
     target = target_cluster.bootstrap_servers
     # The group read on past the source's position on the target (a failover, then a stop).
     ahead = {partition: offset + 2 for (_, partition), offset in quiet.synced.items()}
