@@ -237,11 +237,9 @@ class OffsetSync:
                 self._stop_waiting(group, source_key)
             if isinstance(translation, Translated):
                 destination_key = (request.destination_topic, request.partition)
-                if self._committed.get(
-                    (group, destination_key)
-                ) != translation.destination_offset or self._reconfirm_due(
-                    (group, destination_key)
-                ):
+                key = (group, destination_key)
+                changed = self._committed.get(key) != translation.destination_offset
+                if changed or self._reconfirm_due(key):
                     seen = self._seen[(group, source_key)]
                     moves[group][destination_key] = _Move(request, translation, seen)
             elif translation is not None:
