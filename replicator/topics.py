@@ -51,10 +51,11 @@ STAGING_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 # its producers' batches, and stage 2 writes the same records uncompressed (by default) in
 # batches of its own, up to librdkafka's batch.size (1 MB). A destination that kept a smaller
 # limit would refuse a batch of records that each fit, or a record its source took compressed,
-# and librdkafka never splits a refused batch: stage 2 would abort and retry the same
-# transaction for ever. Whatever staging carries at its default limit therefore fits (an
-# operator who raises staging's limit raises the destinations' with it: docs/operations.md).
-# Only topics created from here on: an existing destination's configuration is not changed.
+# and librdkafka never splits a refused batch: the same transaction would fail for ever (stage 2
+# exited, and again after every restart). Whatever staging carries at its default limit
+# therefore fits (an operator who raises staging's limit raises the destinations' with it:
+# docs/operations.md). Only topics created from here on: an existing destination's
+# configuration is not changed.
 DESTINATION_MIN_MAX_MESSAGE_BYTES = STAGING_MAX_MESSAGE_BYTES
 _TIMEOUT_S = 30.0
 
