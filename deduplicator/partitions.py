@@ -144,8 +144,7 @@ class Partitions:
 
     def _open_store(self, reader: ChangelogReader, partition: int, deadline: float) -> StateStore:
         """The partition's RocksDB, brought up to date from the changelog (the truth)."""
-        directory = self._state_root / str(partition)
-        store = open_or_recreate(directory, deadline)
+        store = open_or_recreate(self._state_root / str(partition), deadline)
         try:
             started = time.monotonic()
             store = self._prefix_of_the_changelog(reader, partition, store, deadline)
