@@ -139,8 +139,15 @@ def test_compose_up_copies_exactly_once_is_scraped_and_comes_down_clean(stack: S
 
     _await("5,000 records on the destination", flowing, 420, stack)
     note(f"compose: up to 5,000 records copied in {time.monotonic() - started:.0f} s")
-    healthy = {c["Service"]: c.get("Health", "") for c in stack.containers()}
-    assert {healthy[role] for role in ROLES} == {"healthy"}, healthy
+
+    # Docker runs the first health check one interval (10 s) after a container starts, and the
+    # roles start only once both brokers are healthy: a role can copy before Docker has looked.
+    # So the health is awaited, for the start period and three intervals, not read once.
+    def healthy() -> object:
+        health = {c["Service"]: c.get("Health", "") for c in stack.containers()}
+        return {health[role] for role in ROLES} == {"healthy"} or health
+
+    _await("every role healthy", healthy, 60, stack)
 
     # Traffic stopped and drained: the validator's own service proves the flow exactly once.
     stack.compose("stop", "traffic")
