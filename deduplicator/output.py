@@ -4,10 +4,17 @@ number (docs/design.md §3.4: provenance)."""
 
 from __future__ import annotations
 
-from confluent_kafka import Producer
+import time
 
+from confluent_kafka import KafkaError, KafkaException, Producer
+
+from deduplicator.errors import DeduplicatorError
 from envelope import HEADER_PROVENANCE, EnvelopeRows, RecordRow, provenance_prefix
-from runtime import Settings, produce_when_room
+from runtime import Settings, kafka_error_of, produce_when_room
+from runtime.topics import NEW_TOPIC_PATIENCE_S
+
+# How long a producer's metadata is asked again for a destination partition it does not know.
+_METADATA_TIMEOUT_S = 5.0
 
 
 class Destinations:
@@ -50,12 +57,45 @@ def write(
         try:
             produce(topic, value, key, partition, timestamp=timestamp, headers=headers)
         except BufferError:  # the local queue is full: wait for room, as every producer does
-            produce_when_room(
-                producer,
-                topic,
-                value=value,
-                key=key,
-                partition=partition,
-                timestamp=timestamp,
-                headers=headers,
-            )
+            pass
+        except KafkaException as exc:
+            if kafka_error_of(exc).code() != KafkaError._UNKNOWN_PARTITION:
+                raise
+            # A destination grown a moment ago: stage 1 grows it before it copies the new
+            # source partition, but this producer learnt the topic earlier, and librdkafka asks
+            # again only every topic.metadata.refresh.interval.ms (5 minutes). Stage 2 exited 1
+            # on it, a restart to learn what one metadata request tells.
+            _await_partition(producer, topic, partition)
+        else:
+            continue
+        produce_when_room(
+            producer,
+            topic,
+            value=value,
+            key=key,
+            partition=partition,
+            timestamp=timestamp,
+            headers=headers,
+        )
+
+
+def _await_partition(producer: Producer, topic: str, partition: int) -> None:
+    """Ask ``producer``'s metadata for ``topic`` until it holds ``partition`` (a metadata answer
+    updates the partition count librdkafka produces against); DeduplicatorError if it does not
+    within NEW_TOPIC_PATIENCE_S, naming the topic, its count and the partition."""
+    deadline = time.monotonic() + NEW_TOPIC_PATIENCE_S
+    count: int | str = "unknown"
+    while time.monotonic() < deadline:
+        try:
+            metadata = producer.list_topics(topic, timeout=_METADATA_TIMEOUT_S)
+            count = len(metadata.topics[topic].partitions)
+        except KafkaException:
+            pass  # asked again until the deadline: a broker may be restarting
+        if isinstance(count, int) and partition < count:
+            return
+        time.sleep(0.2)
+    raise DeduplicatorError(
+        f"destination topic {topic} has {count} partitions; a record of source partition "
+        f"{partition} has none to go to (a destination must have its source's partitions: "
+        "grow it with kafka-topics --alter --partitions)"
+    )

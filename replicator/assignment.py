@@ -1,7 +1,10 @@
 """The lanes of the source partitions this instance owns: where newly assigned partitions start
 (their committed offsets, their topics' descriptions), and the lanes dropped when they go.
 
-A partition never committed starts where REPLICATION_START_FROM says, pinned to a real offset.
+A partition never committed starts where REPLICATION_START_FROM says, pinned to a real offset:
+``earliest`` at its first record, ``latest`` at the first record its source took after the flow
+first started (recorded once in the flow's meta topic). So ``latest`` skips only history: a
+partition or topic that appears later is copied whole, not from when stage 1 first met it.
 An error reading a committed offset is never taken for "never committed": that would re-read or,
 with ``latest``, skip.
 """
@@ -10,7 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, MutableMapping
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    OFFSET_END,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
 
 from replicator.discovery import Discovered, TopicDiscovery
 from replicator.lanes import Lane, lane_of
@@ -27,14 +37,20 @@ REBALANCE_FLUSH_S = 10.0  # bounded: a rebalance callback must never hang the gr
 ASSIGN_PATIENCE_S = 60.0
 
 
+# The start offsets of never-committed partitions, by (topic, partition).
+Starts = dict[tuple[str, int], int]
+
+
 def read_assigned(
     consumer: Consumer,
     partitions: list[TopicPartition],
     discovery: TopicDiscovery,
     beat: Callable[[], None],
-) -> tuple[list[TopicPartition], Discovered]:
-    """The committed offsets of newly assigned partitions and their topics' descriptions,
-    waited for up to ASSIGN_PATIENCE_S."""
+    start_from: str,
+    started_at_ms: int,
+) -> tuple[list[TopicPartition], Discovered, Starts]:
+    """The committed offsets of newly assigned partitions, their topics' descriptions and where
+    the never-committed ones start, waited for up to ASSIGN_PATIENCE_S."""
     # A source broker dead or cut off right then is waited out here, as at start-up: ending
     # the process instead (exactly chaos --nodes 3 saw stage 1 exit 1 on "no answer in 30
     # s") only meets the same cluster again after a restart, and under an orchestrator's
@@ -44,30 +60,54 @@ def read_assigned(
         beat()  # waiting on the cluster, bounded: not a loop that stopped turning
         log.warning("assigned partitions not readable yet; retrying", error=error.str())
 
-    return call_retrying(
-        lambda: _assigned(consumer, partitions, discovery),
-        deadline_s=ASSIGN_PATIENCE_S,
-        on_retry=waiting,
-    )
+    def assigned() -> tuple[list[TopicPartition], Discovered, Starts]:
+        committed = consumer.committed(partitions, timeout=REBALANCE_FLUSH_S)
+        for tp in committed:
+            if tp.error is not None:
+                # Taking it for "never committed" would re-read or, with `latest`, skip: asked
+                # again (a retriable error) or the process stops, and its restart asks again.
+                raise KafkaException(tp.error)
+        fresh = [tp for tp in committed if tp.offset < 0]
+        starts = start_offsets(consumer, fresh, start_from, started_at_ms)
+        return committed, discovery.describe({tp.topic for tp in committed}), starts
+
+    return call_retrying(assigned, deadline_s=ASSIGN_PATIENCE_S, on_retry=waiting)
 
 
-def _assigned(
-    consumer: Consumer, partitions: list[TopicPartition], discovery: TopicDiscovery
-) -> tuple[list[TopicPartition], Discovered]:
-    """The committed offsets of newly assigned partitions and their topics' descriptions."""
-    committed = consumer.committed(partitions, timeout=REBALANCE_FLUSH_S)
-    for tp in committed:
+def start_offsets(
+    consumer: Consumer, fresh: list[TopicPartition], start_from: str, started_at_ms: int
+) -> Starts:
+    """Where never-committed partitions start, as real offsets: a session restart rewinds to
+    them, where the logical "end" would skip what came since."""
+    if start_from == "earliest":
+        return {(tp.topic, tp.partition): int(OFFSET_BEGINNING) for tp in fresh}
+    # The ends are asked first: a record appended after that is at or past its end, so neither
+    # answer can pass over it. A partition with no record since the flow started starts at its
+    # end; one whose first such record lies past the end (taken since) starts at the end too.
+    ends = _offsets_at(consumer, fresh, int(OFFSET_END))
+    since = _offsets_at(consumer, fresh, started_at_ms)
+    return {
+        where: min(since[where], end) if since[where] >= 0 else end for where, end in ends.items()
+    }
+
+
+def _offsets_at(consumer: Consumer, partitions: list[TopicPartition], timestamp: int) -> Starts:
+    """The first offset at or after ``timestamp`` (OFFSET_END: the end) of each partition, in
+    one request per leader; -1 where no record is that recent."""
+    if not partitions:
+        return {}
+    query = [TopicPartition(tp.topic, tp.partition, timestamp) for tp in partitions]
+    answered = consumer.offsets_for_times(query, timeout=REBALANCE_FLUSH_S)
+    for tp in answered:
         if tp.error is not None:
-            # Taking it for "never committed" would re-read or, with `latest`, skip: asked
-            # again (a retriable error) or the process stops, and its restart asks again.
-            raise KafkaException(tp.error)
-    return committed, discovery.describe({tp.topic for tp in committed})
+            raise KafkaException(tp.error)  # asked again by read_assigned while retriable
+    return {(tp.topic, tp.partition): tp.offset for tp in answered}
 
 
 def new_lanes(
-    consumer: Consumer,
     committed: list[TopicPartition],
     found: Discovered,
+    starts: Starts,
     start_from: str,
     staging_partitions: int,
 ) -> list[Lane]:
@@ -83,7 +123,7 @@ def new_lanes(
         if tp.offset >= 0:
             start = tp.offset
         else:
-            start = _start_offset(consumer, tp, start_from)
+            start = starts[(tp.topic, tp.partition)]
             fresh.setdefault(tp.topic, []).append(tp.partition)
         lanes.append(
             Lane(
@@ -112,17 +152,6 @@ def _named(partitions: dict[str, list[int]], topics: int = 10) -> str:
     named = [f"{t}[{','.join(map(str, sorted(ps)))}]" for t, ps in sorted(partitions.items())]
     more = f" and {len(named) - topics} more topics" if len(named) > topics else ""
     return " ".join(named[:topics]) + more
-
-
-def _start_offset(consumer: Consumer, tp: TopicPartition, start_from: str) -> int:
-    """Where a never-committed partition starts. `latest` is pinned to a real offset now:
-    a session restart rewinds to it, where the logical "end" would skip what came since."""
-    if start_from == "earliest":
-        return int(OFFSET_BEGINNING)
-    _low, high = consumer.get_watermark_offsets(
-        TopicPartition(tp.topic, tp.partition), timeout=REBALANCE_FLUSH_S
-    )
-    return int(high)
 
 
 def lose(

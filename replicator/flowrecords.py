@@ -2,6 +2,7 @@
 
     key "lanes"            {"partitions": N, "function": LANE_FUNCTION}   invariant 1
     key "topic-id:<name>"  {"topic_id": "<hex>"}                          invariant 7
+    key "started"          {"at_ms": <epoch ms>}                          invariant 3
 
 Kafka deletes a group's committed offsets together with a deleted topic, so the consumer group
 alone cannot tell a recreated topic from a new one; the ids recorded here can, on any restart.
@@ -32,6 +33,7 @@ from runtime.topics import STARTUP_PATIENCE_S, call_once_known, cluster_metadata
 log = get_logger(__name__)
 
 LANES_KEY = "lanes"
+STARTED_KEY = "started"
 _TOPIC_ID_PREFIX = "topic-id:"
 _LEFT_OUT_PREFIX = "left-out:"
 _TIMEOUT_S = 30.0
@@ -66,6 +68,17 @@ class FlowRecords:
     def record_lanes(self, partitions: int, function: str) -> None:
         self._write({LANES_KEY: {"partitions": partitions, "function": function}})
         log.info("lane mapping recorded", topic=self.topic, partitions=partitions)
+
+    @property
+    def started_at_ms(self) -> int | None:
+        """When the flow first started (epoch ms); None before it is recorded."""
+        started = self._values.get(STARTED_KEY)
+        return int(started["at_ms"]) if started else None
+
+    def record_started(self, at_ms: int) -> None:
+        """Once per flow: REPLICATION_START_FROM=latest copies what the source took after it."""
+        self._write({STARTED_KEY: {"at_ms": at_ms}})
+        log.info("flow start recorded", topic=self.topic, at_ms=at_ms)
 
     def topic_id(self, topic: str) -> str | None:
         value = self._values.get(f"{_TOPIC_ID_PREFIX}{topic}")

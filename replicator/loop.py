@@ -29,6 +29,7 @@ from replicator.consume_errors import on_message_error
 from replicator.copies import count_passed_over, without_copies
 from replicator.discovery import Discovered, TopicDiscovery
 from replicator.discovery_thread import DiscoveryThread
+from replicator.errors import ReplicatorError
 from replicator.flowrecords import FlowRecords
 from replicator.lanes import Lane
 from replicator.metrics import ReplicatorMetrics
@@ -82,6 +83,9 @@ class Replicator:
         self.settings = settings
         self.staging = staging
         self.records = records
+        if records.started_at_ms is None:
+            raise ReplicatorError(f"{records.topic} holds no flow start: ensure_staging records it")
+        self.started_at_ms = records.started_at_ms
         self.metrics = metrics
         self._should_stop = should_stop
         self._beat = beat
@@ -305,10 +309,11 @@ class Replicator:
     # -- partitions ---------------------------------------------------------------------------
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        committed, found = read_assigned(consumer, partitions, self.discovery, self._beat)
-        lanes = new_lanes(
-            consumer, committed, found, self.settings.start_from, self.staging.partitions
+        start_from = self.settings.start_from
+        committed, found, starts = read_assigned(
+            consumer, partitions, self.discovery, self._beat, start_from, self.started_at_ms
         )
+        lanes = new_lanes(committed, found, starts, start_from, self.staging.partitions)
         for lane in lanes:
             self.lanes[(lane.topic, lane.partition)] = lane
         consumer.incremental_assign(

@@ -8,6 +8,7 @@ replicated history disappears (docs/design.md §9: old timestamps vanish under a
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
@@ -283,6 +284,10 @@ def ensure_staging(admin: AdminClient, settings: Settings, records: FlowRecords)
             "source partitions would change lanes: restore the partition count or use a new "
             "REPLICATION_FLOW"
         )
+    if records.started_at_ms is None:
+        # Kept for the flow's life: a partition or topic that appears later is measured against
+        # it, not against the moment stage 1 first meets it (invariant 3).
+        records.record_started(int(time.time() * 1000))
     require_operations(admin, "target", name, ("WRITE",))
     return StagingTopic(name, partitions, _max_message_bytes(admin, name))
 

@@ -202,7 +202,10 @@ class Settings(BaseSettings):
         "earliest",
         alias="REPLICATION_START_FROM",
         description="Where stage 1 starts in a source partition it has never committed: "
-        "`earliest` (all history) or `latest`. Logged for every such partition.",
+        "`earliest` (all history) or `latest`: the records the source took after the flow first "
+        "started (its time is recorded once in `<staging>.meta`, key `started`, and looked up by "
+        "record timestamp), so a partition or topic that appears later is copied whole. Logged "
+        "for every such partition.",
     )
     on_data_loss: Literal["stop"] = Field(
         "stop",
