@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
+from replicator.errors import TopicSetupError
 from replicator.flowrecords import FlowRecords
 from replicator.topics import SourceTopic, describe_source_topics, ensure_destinations
 from runtime import Settings, get_logger, kafka_error_of
@@ -99,9 +100,18 @@ class TopicDiscovery:
             found.pop(name)
             if (known := self.latest.topics.get(name)) is not None:
                 found[name] = known
-        self._records.record_topic_ids(
-            {t.name: topic_id for t in found.values() if (topic_id := self._new_id(t))}
-        )
+        try:
+            self._records.record_topic_ids(
+                {t.name: topic_id for t in found.values() if (topic_id := self._new_id(t))}
+            )
+        except TopicSetupError as exc:
+            # The target took no record in time (a broker restarting, writes below
+            # min.insync.replicas): a failed round, like an unanswered describe, not an exit.
+            # Nothing is published, so no topic is copied before its id is recorded
+            # (invariant 7); the next round records it. A refusal is NotAuthorizedError: no
+            # later round mends it, it ends the process.
+            log.warning("topic discovery could not record topic ids", error=str(exc))
+            return None
         return self._publish(found)
 
     def describe(self, names: Collection[str]) -> Discovered:

@@ -47,6 +47,7 @@ class Lane:
     in_flight: deque[InFlight] = field(default_factory=deque)
     stopped: str | None = None
     passed_over_logged: bool = False
+    refetch_warned_at: float = float("-inf")  # replicator.consume_errors: a refused fetch's warning
 
     def sent(self, last_record: int, covers: int, now: float) -> InFlight:
         """An envelope whose last record is at ``last_record``, covering the source offsets up

@@ -15,6 +15,7 @@ from confluent_kafka import KafkaError, KafkaException, Uuid
 
 from replicator import topics
 from replicator.discovery import TopicDiscovery
+from replicator.errors import TopicSetupError
 from replicator.flowrecords import FlowRecords
 from runtime import load_settings
 
@@ -121,3 +122,33 @@ def test_a_topic_deleted_between_list_and_describe_is_simply_not_there_this_roun
     found = discovery.refresh()
     assert found is not None
     assert dict(found.topics) == {}
+
+
+def test_a_topic_id_the_target_cannot_record_fails_the_round_and_the_next_records_it(
+    monkeypatch,
+):
+    """Stage 1 ended on the meta topic's write timing out (a target below min.insync.replicas).
+    A topic is published only with its id recorded (invariant 7): the failed round publishes
+    nothing and the next one, the target back, records and publishes it."""
+    discovery = _discovery(SourceAdmin([_described(), _described()]))
+    records = discovery._records
+    del records._values[f"topic-id:{TOPIC}"]  # a topic this flow meets for the first time
+    writes: list[dict[str, Any]] = []
+
+    def write(values: dict[str, Any]) -> None:
+        if not writes:
+            writes.append({})
+            raise TopicSetupError(
+                f"could not record topic-id:{TOPIC} in {records.topic}: no answer"
+            )
+        writes.append(values)
+        records._values.update(values)
+
+    monkeypatch.setattr(records, "_write", write)
+    assert discovery.refresh() is None
+    assert dict(discovery.latest.topics) == {}
+
+    found = discovery.refresh()
+    assert found is not None
+    assert set(found.topics) == {TOPIC}
+    assert records.topic_id(TOPIC) == topics.topic_id_bytes(TOPIC_ID).hex()
