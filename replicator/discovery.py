@@ -55,8 +55,10 @@ class TopicDiscovery:
         records: FlowRecords,
         source_admin: AdminClient,
         target_admin: AdminClient,
+        destination_defaults: Mapping[str, str],
     ) -> None:
         self._settings = settings
+        self._destination_defaults = destination_defaults
         self._records = records
         self._source_admin = source_admin
         self._target_admin = target_admin
@@ -95,7 +97,8 @@ class TopicDiscovery:
             if (known := self.latest.topics.get(name)) is None
             or known.partitions != topic.partitions
         ]
-        for name, why in ensure_destinations(self._target_admin, changed).items():
+        not_ready = ensure_destinations(self._target_admin, changed, self._destination_defaults)
+        for name, why in not_ready.items():
             log.warning("destination topic not ready; retrying", topic=name, error=str(why))
             found.pop(name)
             if (known := self.latest.topics.get(name)) is not None:

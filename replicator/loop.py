@@ -92,7 +92,11 @@ class Replicator:
         source_admin = admin_client(settings.source)
         self.source_cluster_id = str(cluster_metadata(source_admin).cluster_id)
         self.discovery = TopicDiscovery(
-            settings, records, source_admin, admin_client(settings.destination)
+            settings,
+            records,
+            source_admin,
+            admin_client(settings.destination),
+            staging.destination_defaults,
         )
         self._discovery_thread = DiscoveryThread(self.discovery.refresh, DISCOVERY_INTERVAL_S)
         self._group = settings.names.replicator_group  # named if a read is refused

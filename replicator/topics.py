@@ -9,7 +9,7 @@ replicated history disappears (docs/design.md §9: old timestamps vanish under a
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,6 +58,21 @@ STAGING_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 # docs/operations.md). Only topics created from here on: an existing destination's
 # configuration is not changed.
 DESTINATION_MIN_MAX_MESSAGE_BYTES = STAGING_MAX_MESSAGE_BYTES
+# A destination takes every timestamp its source took. The broker judges a CreateTime record's
+# timestamp against its own clock as the record arrives (KIP-937): its source judged it when it
+# was written, the destination judges it again when it is copied, later, and Kafka 4.0 bounds
+# the future at 1 hour where earlier versions did not. A record a 3.x source took stamped two
+# hours ahead was refused by a 4.x destination for ever (stage 2 aborted the same transaction
+# twice a second without end); a target bounding the past (before.max.ms) would refuse a
+# backlog or a history. Unbounded both ways, as every source before 4.0 is. Only topics created
+# from here on (docs/operations.md says how to change one created before).
+# A target before 3.6 knows neither setting and refuses a topic that names one: there it is left
+# out, and that target's defaults, unbounded both ways, hold.
+UNBOUNDED_MS = str(2**63 - 1)  # Kafka's Long.MAX_VALUE
+DESTINATION_TIMESTAMP_BOUNDS = {
+    "message.timestamp.after.max.ms": UNBOUNDED_MS,
+    "message.timestamp.before.max.ms": UNBOUNDED_MS,
+}
 _TIMEOUT_S = 30.0
 
 
@@ -75,6 +90,9 @@ class StagingTopic:
     name: str
     partitions: int
     max_message_bytes: int
+    # What every destination topic is created with besides its source's configs, as far as
+    # the target knows the settings (read from staging's own configs).
+    destination_defaults: Mapping[str, str]
 
 
 def topic_id_bytes(uuid: object) -> bytes:
@@ -155,7 +173,7 @@ def _not_replicated(topic: str, error: ValueError) -> None:
 
 
 def ensure_destinations(
-    admin: AdminClient, topics: Collection[SourceTopic]
+    admin: AdminClient, topics: Collection[SourceTopic], defaults: Mapping[str, str]
 ) -> dict[str, Exception]:
     """ensure_destination of each topic, the missing ones created together (create_together):
     one metadata request, one CreateTopics request and one wait for every leader, however many
@@ -171,7 +189,7 @@ def ensure_destinations(
             for topic in topics
             if (found := existing.get(topic.destination)) is None or found.error is not None
         ]
-        made = create_together(admin, [_new_destination(topic) for topic in missing])
+        made = create_together(admin, [_new_destination(topic, defaults) for topic in missing])
     except KafkaException as exc:  # the target out of reach: the next round tries them all
         return {topic.name: exc for topic in topics}
     for topic in missing:
@@ -190,7 +208,7 @@ def ensure_destinations(
         ):
             continue
         try:
-            ensure_destination(admin, topic)
+            ensure_destination(admin, topic, defaults)
         except (NotAuthorizedError, AuthenticationError):
             raise  # no later round mends a missing ACL or refused credentials
         except (KafkaException, ExactlyError) as exc:
@@ -198,8 +216,8 @@ def ensure_destinations(
     return failures
 
 
-def _new_destination(topic: SourceTopic) -> NewTopic:
-    config = {k: v for k, v in topic.configs.items() if v is not None}
+def _new_destination(topic: SourceTopic, defaults: Mapping[str, str]) -> NewTopic:
+    config = {**defaults, **{k: v for k, v in topic.configs.items() if v is not None}}
     config["max.message.bytes"] = str(
         max(int(config.get("max.message.bytes", 0)), DESTINATION_MIN_MAX_MESSAGE_BYTES)
     )
@@ -211,13 +229,14 @@ def _new_destination(topic: SourceTopic) -> NewTopic:
     )
 
 
-def ensure_destination(admin: AdminClient, topic: SourceTopic) -> None:
-    """Create the destination topic like its source, or grow it to the source's partitions."""
+def ensure_destination(admin: AdminClient, topic: SourceTopic, defaults: Mapping[str, str]) -> None:
+    """Create the destination topic like its source (and with ``defaults``), or grow it to the
+    source's partitions."""
     existing = admin.list_topics(topic.destination, timeout=_TIMEOUT_S).topics.get(
         topic.destination
     )
     if existing is None or existing.error is not None:
-        ensure_topic(admin, _new_destination(topic))
+        ensure_topic(admin, _new_destination(topic, defaults))
         log.info(
             "destination topic created",
             topic=topic.destination,
@@ -289,18 +308,23 @@ def ensure_staging(admin: AdminClient, settings: Settings, records: FlowRecords)
         # it, not against the moment stage 1 first meets it (invariant 3).
         records.record_started(int(time.time() * 1000))
     require_operations(admin, "target", name, ("WRITE",))
-    return StagingTopic(name, partitions, _max_message_bytes(admin, name))
+    entries = _configs(admin, name)
+    return StagingTopic(
+        name,
+        partitions,
+        int(entries["max.message.bytes"].value),
+        {k: v for k, v in DESTINATION_TIMESTAMP_BOUNDS.items() if k in entries},
+    )
 
 
-def _max_message_bytes(admin: AdminClient, topic: str) -> int:
+def _configs(admin: AdminClient, topic: str) -> dict[str, Any]:
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
 
     def describe() -> Any:
         return admin_result(next(iter(admin.describe_configs([resource]).values())), _TIMEOUT_S)
 
     # Staging may have been created a moment ago: a broker not told yet is waited out.
-    entries = call_once_known(describe, topic)
-    return int(entries["max.message.bytes"].value)
+    return dict(call_once_known(describe, topic))
 
 
 def _await(futures: dict[Any, Any], what: str, needs: tuple[str, str]) -> None:

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import os
 import re
+import time
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from replicator.topics import DESTINATION_MIN_MAX_MESSAGE_BYTES
+from replicator.topics import DESTINATION_MIN_MAX_MESSAGE_BYTES, UNBOUNDED_MS
 from runtime.names import FlowNames
 from tests.kafka_helpers import create_topic
 from tests.replication.staging import assert_exactly_once, await_staging_complete, read_source
@@ -72,3 +73,38 @@ def test_a_small_batch_limit_and_a_record_its_source_took_compressed_reach_the_d
         ).items()
     }
     assert configs == dict.fromkeys((small, compressed), str(DESTINATION_MIN_MAX_MESSAGE_BYTES))
+
+
+def test_records_stamped_far_ahead_or_long_ago_reach_the_destination(
+    source_cluster, target_cluster, unique_topic, roles, tmp_path
+):
+    """The broker judges a CreateTime record's timestamp against its own clock as the record
+    arrives (message.timestamp.after.max.ms: 1 hour from Kafka 4.0 on, unbounded before). A
+    source before 4.0 takes a record stamped two hours ahead; a destination on its defaults
+    refused it for ever, and stage 2 retried the same transaction without end."""
+    topic = unique_topic("stamped")
+    create_topic(
+        source_cluster.bootstrap_servers,
+        topic,
+        1,
+        {"message.timestamp.after.max.ms": UNBOUNDED_MS},  # what every source before 4.0 has
+    )
+    now_ms = int(time.time() * 1000)
+    producer = Producer({"bootstrap.servers": source_cluster.bootstrap_servers})
+    for i, stamped in enumerate((now_ms - 30 * 86_400_000, now_ms + 2 * 3_600_000, now_ms)):
+        producer.produce(topic, key=b"%d" % i, value=os.urandom(100), timestamp=stamped)
+    assert producer.flush(30) == 0
+    source = read_source(source_cluster.bootstrap_servers, [topic])
+
+    flow = _flow_name(unique_topic)
+    env = _flow_env(source_cluster, target_cluster, tmp_path, flow, re.escape(topic))
+    roles.start("replicator", env)
+    deduplicator = roles.start("deduplicator", env)
+    assert_exactly_once(source_cluster, source, _await_destination(target_cluster, source, 60))
+    assert deduplicator.terminate(30) == 0
+
+    admin = AdminClient({"bootstrap.servers": target_cluster.bootstrap_servers})
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    configs = admin.describe_configs([resource])[resource].result(10)
+    bounds = ("message.timestamp.after.max.ms", "message.timestamp.before.max.ms")
+    assert {k: configs[k].value for k in bounds} == dict.fromkeys(bounds, UNBOUNDED_MS)

@@ -30,7 +30,7 @@ def test_the_destination_gets_the_sources_partitions_where_brokers_create_topics
     monkeypatch.setenv("REPLICATION_TOPICS_INCLUDE", "orders")
     name = unique_topic("orders")
     ensure_destination(
-        admin_client(load_settings().destination), SourceTopic(name, name, 6, b"\0" * 16, {})
+        admin_client(load_settings().destination), SourceTopic(name, name, 6, b"\0" * 16, {}), {}
     )
     assert len(observer.list_topics(name, timeout=10).topics[name].partitions) == 6
 
@@ -55,7 +55,7 @@ def test_many_new_destinations_are_made_together_and_a_refused_one_stops_none_of
     bad_name = unique_topic("refused")
     bad = SourceTopic(bad_name, bad_name, 2, b"\0" * 16, {"retention.ms": "a week"})
 
-    failures = ensure_destinations(admin, [*good[:4], bad, *good[4:]])
+    failures = ensure_destinations(admin, [*good[:4], bad, *good[4:]], {})
 
     assert list(failures) == [bad_name]
     topics = admin.list_topics(timeout=10).topics
@@ -67,4 +67,4 @@ def test_many_new_destinations_are_made_together_and_a_refused_one_stops_none_of
     for future in admin.describe_configs(resources).values():
         assert future.result(10)["retention.ms"].value == "86400000"
     # Asked again (a restart), nothing is created and nothing fails.
-    assert ensure_destinations(admin, good) == {}
+    assert ensure_destinations(admin, good, {}) == {}

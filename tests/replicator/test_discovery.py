@@ -81,7 +81,7 @@ def _discovery(source: SourceAdmin) -> TopicDiscovery:
     records = FlowRecords(settings)
     # Replicated before, under this id: a round writes nothing to the (absent) target.
     records._values[f"topic-id:{TOPIC}"] = {"topic_id": topics.topic_id_bytes(TOPIC_ID).hex()}
-    return TopicDiscovery(settings, records, source, TargetAdmin())
+    return TopicDiscovery(settings, records, source, TargetAdmin(), {})
 
 
 def test_a_describe_unanswered_past_its_timeout_fails_the_round_and_stage_1_goes_on(
