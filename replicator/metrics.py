@@ -97,7 +97,19 @@ class ReplicatorMetrics:
             self.partitions_stopped.remove(lane.topic, str(lane.partition), lane.stopped)
 
     def update_lag(self, consumer: Consumer, lanes: Iterable[Lane]) -> None:
-        """Each lane's lag from the consumer's cached high watermark (no request to the broker)."""
+        """Each lane's lag from the consumer's cached high watermark (no request to the broker).
+
+        A lane with nothing in flight has copied all it read: its lag counts from the consumer's
+        position, which has moved past the transaction markers a source written in transactions
+        ends with. Counted from ``committable`` (the last record's offset + 1) such a lane lagged
+        by one for ever, and ExactlyFlowStalled fired on every quiet flow of transactional
+        records (every active-active pair: each side's source holds the other's copies)."""
+        lanes = list(lanes)
+        asked = [TopicPartition(ln.topic, ln.partition) for ln in lanes]
+        try:
+            positions = {(tp.topic, tp.partition): tp.offset for tp in consumer.position(asked)}
+        except KafkaException:
+            positions = {}
         for lane in lanes:
             try:
                 _low, high = consumer.get_watermark_offsets(
@@ -105,5 +117,8 @@ class ReplicatorMetrics:
                 )
             except KafkaException:
                 continue
-            if high >= 0 and lane.committable >= 0:
-                self.lag.labels(lane.topic, str(lane.partition)).set(high - lane.committable)
+            read = lane.committable
+            if not lane.in_flight:
+                read = max(read, positions.get((lane.topic, lane.partition), -1))
+            if high >= 0 and read >= 0:
+                self.lag.labels(lane.topic, str(lane.partition)).set(max(0, high - read))

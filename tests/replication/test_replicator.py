@@ -509,3 +509,37 @@ def test_a_bad_setting_exits_2_with_one_line_naming_it(roles):
         "exactly replicator: configuration error: REPLICATION_STAGING_PARTITONS: unknown "
         "variable; did you mean REPLICATION_STAGING_PARTITIONS?"
     )
+
+
+def test_a_quiet_source_written_in_transactions_shows_no_lag(
+    source_cluster, target_cluster, unique_topic, roles
+):
+    """A transactional source partition ends with a commit marker after its last record: once
+    everything is copied the lag is 0, not 1 for ever (ExactlyFlowStalled fired on every quiet
+    flow of transactional records, an active-active pair's above all)."""
+    topic = unique_topic("transactional")
+    create_topic(source_cluster.bootstrap_servers, topic, 1)
+    producer = Producer(
+        {"bootstrap.servers": source_cluster.bootstrap_servers, "transactional.id": topic}
+    )
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for i in range(20):
+        producer.produce(topic, value=b"%d" % i)
+    producer.commit_transaction(30)
+    flow = _flow(unique_topic)
+    env = _env(
+        source_cluster, target_cluster, flow, re.escape(topic), METRICS_PORT=str(free_port())
+    )
+    replicator = roles.start("replicator", env)
+    _verify(source_cluster, target_cluster, flow, (topic,))
+
+    def lag() -> float | None:
+        metrics = scrape(env["METRICS_PORT"])
+        return sample(metrics, "exactly_replicator_lag_records", topic=topic, partition="0")
+
+    deadline = time.monotonic() + 30  # the lag is taken every 5 s
+    while (last := lag()) != 0 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert last == 0
+    assert replicator.terminate(30) == 0
