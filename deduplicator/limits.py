@@ -34,8 +34,11 @@ MAX_HUNG_PRODUCERS = 2
 HUNG_CALL_WAIT_S = 60.0
 # How long a retriable error of send_offsets_to_transaction is retried before the transaction
 # is given up (aborted). init_transactions and commit_transaction wait for as long as it lasts
-# (retrying's until_stopped).
-RETRY_DEADLINE_S = TRANSACTION_TIMEOUT_MS / 1000
+# (retrying's until_stopped). Half the transaction timeout: with the commit interval (at most
+# 20 s, runtime.settings) the transaction ends before the coordinator times it out. Timed out,
+# it is aborted by the coordinator with a new producer epoch, which librdkafka reports as
+# fenced, and stage 2 exited naming a twin with its identity that did not exist.
+RETRY_DEADLINE_S = TRANSACTION_TIMEOUT_MS / 1000 / 2
 # A transactional call (or a transaction's flush) that took this long is logged with its time.
 SLOW_CALL_S = 1.0
 # A call retried for long says so once, then at most this often (with its count).

@@ -8,7 +8,7 @@ from collections.abc import Generator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from deduplicator.errors import RestoreTimeoutError
 from runtime import (
@@ -109,12 +109,9 @@ def await_stable_offsets(
             return
         error = errors[0]
         # The wait itself: librdkafka asks again while the broker answers UNSTABLE_OFFSET_COMMIT
-        # and times the call out (_TIMED_OUT, retriable). UNSTABLE_OFFSET_COMMIT itself is not
-        # retriable to runtime's classification. Credentials, ACLs and the like are not waited on.
-        if (
-            error.code() != KafkaError.UNSTABLE_OFFSET_COMMIT
-            and classify(error) is not ErrorClass.RETRIABLE
-        ):
+        # and times the call out (_TIMED_OUT); both are retriable. Credentials, ACLs and the
+        # like are not waited on.
+        if classify(error) is not ErrorClass.RETRIABLE:
             raise KafkaException(error)
         if not said:
             said = True

@@ -82,6 +82,19 @@ _TRANSIENT_CODES = frozenset(
         # back): "Broker handle destroyed without termination". The same call on the broker's
         # new handle succeeds (exactly chaos found a deduplicator exiting on it).
         KafkaError._DESTROY_BROKER,
+        # What Kafka's Java client retries and librdkafka's older calls (watermarks,
+        # offsets_for_times, committed, admin futures) hand back unflagged: a replica or log
+        # directory failing over, a partition reassigned, writes below min.insync.replicas, a
+        # controller moving, a quota throttling us, offsets a transaction has not ended yet.
+        KafkaError.REPLICA_NOT_AVAILABLE,
+        KafkaError.KAFKA_STORAGE_ERROR,
+        KafkaError.BROKER_NOT_AVAILABLE,
+        KafkaError.NOT_ENOUGH_REPLICAS,
+        KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        KafkaError.NETWORK_EXCEPTION,
+        KafkaError.THROTTLING_QUOTA_EXCEEDED,
+        KafkaError.NOT_CONTROLLER,
+        KafkaError.UNSTABLE_OFFSET_COMMIT,
     }
 )
 

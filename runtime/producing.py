@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -66,5 +67,11 @@ def abort_or_replace(
         if isinstance(error, FencedError):
             raise error from exc
         log.warning("abort failed; replacing the transactional producer", error=str(error))
-        producer.close()
+        # Not close(): it flushes without a bound, and what it waited on (records in flight to
+        # a broker answering nothing) times out only after message.timeout.ms, up to the
+        # transaction timeout (60 s) with the loop standing still. The transaction is left to
+        # the new producer's init_transactions, which aborts it on the broker.
+        with contextlib.suppress(KafkaException):
+            producer.purge()
+            producer.flush(0)
         return new_producer()

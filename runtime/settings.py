@@ -239,9 +239,12 @@ class Settings(BaseSettings):
     commit_interval_ms: int = Field(
         100,
         ge=10,
+        # A transaction must end within its timeout (60 s), retries of its calls included.
+        le=20_000,
         alias="REPLICATION_COMMIT_INTERVAL_MS",
         description="Stage 2 commits its transaction at least this often while records flow (and "
-        "at once whenever staging has nothing more at hand).",
+        "at once whenever staging has nothing more at hand); at most 20000, so that a "
+        "transaction ends well within its 60 s timeout.",
     )
     commit_max_records: int = Field(
         100_000,
@@ -258,6 +261,7 @@ class Settings(BaseSettings):
     commit_min_interval_ms: int = Field(
         0,
         ge=0,
+        le=20_000,
         alias="REPLICATION_COMMIT_MIN_INTERVAL_MS",
         description="Stage 2 commits no transaction younger than this (unless it reached "
         "the records or bytes limit), not even when staging has nothing more at hand (0: at "

@@ -35,8 +35,11 @@ class StandInProducer:
         if self.abort_error is not None:
             raise KafkaException(self.abort_error)
 
+    def purge(self) -> None:
+        self.calls.append("purge")
+
     def close(self) -> None:
-        self.calls.append("close")
+        self.calls.append("close")  # flushes without a bound: never called
 
 
 def test_a_full_queue_is_served_until_the_record_fits():
@@ -66,7 +69,9 @@ def test_a_failed_abort_replaces_the_producer():
     producer = StandInProducer(abort_error=KafkaError(KafkaError.INVALID_TXN_STATE, fatal=True))
     replacement = StandInProducer()
     assert abort_or_replace(producer, lambda: replacement, 1.0) is replacement
-    assert producer.calls == ["flush", "abort", "close"]
+    # Purged, not closed: close() would wait for records in flight to a broker that answers
+    # nothing, up to the transaction timeout.
+    assert producer.calls == ["flush", "abort", "purge", "flush"]
 
 
 def test_a_fenced_producer_is_not_replaced():

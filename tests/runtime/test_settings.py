@@ -222,6 +222,19 @@ def test_a_commit_floor_above_the_commit_interval_is_refused():
     assert (settings.commit_min_interval_ms, settings.commit_interval_ms) == (500, 500)
 
 
+def test_a_commit_interval_a_transaction_could_outlive_its_timeout_with_is_refused():
+    """A transaction open longer than its 60 s timeout is aborted by its coordinator with a new
+    producer epoch, which librdkafka reports as fenced: stage 2 exited on every transaction,
+    naming an identity twin that did not exist."""
+    error = config_error(REPLICATION_COMMIT_INTERVAL_MS="120000")
+    assert str(error).startswith("REPLICATION_COMMIT_INTERVAL_MS='120000': ")
+    assert "20000" in str(error)
+    error = config_error(
+        REPLICATION_COMMIT_MIN_INTERVAL_MS="90000", REPLICATION_COMMIT_INTERVAL_MS="20000"
+    )
+    assert str(error).startswith("REPLICATION_COMMIT_MIN_INTERVAL_MS='90000': ")
+
+
 def test_error_format_quotes_the_value():
     error = config_error(KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS="localhost")
     assert str(error) == (
