@@ -14,6 +14,7 @@ from exactly.acls import Grant, flow_grants
 from runtime import ConfigError, Settings, admin_client, kafka_error_of, load_settings
 from runtime.grants import ROLES, SOURCE, TARGET
 from runtime.settings import DESTINATION_PREFIX, SOURCE_PREFIX
+from runtime.topics import admin_result
 
 CONFIG_ERROR_EXIT_STATUS = 2
 _CLUSTER_VARIABLES = {SOURCE: SOURCE_PREFIX, TARGET: DESTINATION_PREFIX}
@@ -94,7 +95,9 @@ def _source_topics(settings: Settings) -> list[str]:
 def _source_groups(settings: Settings) -> list[str]:
     if not settings.groups_include:
         return []
-    listing = admin_client(settings.source).list_consumer_groups().result(timeout=30)
+    # admin_result: an answer that never comes is a KafkaException (_TIMED_OUT) like the others,
+    # not concurrent.futures.TimeoutError's traceback.
+    listing = admin_result(admin_client(settings.source).list_consumer_groups(), 30)
     return sorted(g.group_id for g in listing.valid if settings.syncs_group(g.group_id))
 
 

@@ -1,7 +1,11 @@
 """The audit's result as a plain dict: the JSON report, and what the table and the chart show.
 
 The verdict is "clean" only when no partition has a discrepancy (and, with
-``require_complete``, nothing is still in flight); records outside the checked range are
+``require_complete``, nothing is still in flight), and "unproven" (no verdict, exit 3) when a
+partition holds records to copy on the source and records on the destination but not one of
+them matched: the destination's copies name another source cluster, or the two are not a
+flow's source and destination, and a clean verdict would prove nothing. Records outside the
+checked range are
 counted and shown but are not discrepancies (docs/design.md §6), and so are the records no copy is
 expected of in an active-active pair: looped (source records that are copies themselves) and
 local (with ``two_way``, destination records produced on the destination cluster).
@@ -15,10 +19,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from validator.errors import EXIT_CLEAN, EXIT_DISCREPANCY
+from validator.errors import EXIT_CLEAN, EXIT_DISCREPANCY, EXIT_INCOMPLETE
 from validator.kinds import (
     DISCREPANCY_KINDS,
     IN_FLIGHT,
+    LOOPED,
     MATCHED,
     NOT_COPIED_KINDS,
     OUTSIDE_KINDS,
@@ -49,9 +54,21 @@ def build_report(
     partitions = _partition_rows(snapshot, modes, records, findings, require_complete)
     totals = _totals(partitions)
     clean = all(row["clean"] for row in partitions)
+    unproven = [
+        f"{row['source_topic']}[{row['partition']}]" for row in partitions if _unproven(row)
+    ]
+    verdict, status = (
+        ("discrepancy", EXIT_DISCREPANCY)
+        if not clean
+        else ("unproven", EXIT_INCOMPLETE)
+        if unproven
+        else ("clean", EXIT_CLEAN)
+    )
     return {
-        "verdict": "clean" if clean else "discrepancy",
-        "exit_status": EXIT_CLEAN if clean else EXIT_DISCREPANCY,
+        "verdict": verdict,
+        "exit_status": status,
+        # Partitions with records on both sides of which none matched (verdict "unproven").
+        "unproven": unproven,
         "started_at": _iso(started),
         "finished_at": _iso(finished),
         "seconds": round((finished - started).total_seconds(), 1),
@@ -144,6 +161,15 @@ def example_rows(
             }
         )
     return grouped
+
+
+def _unproven(row: Mapping[str, Any]) -> bool:
+    """Records to copy on the source (copies there are looped, not copied again), records on
+    the destination, and not one pair: an audit pointed at another source cluster (every copy
+    then counts as another origin's and every source record as in flight), or at a destination
+    topic no flow of this source writes."""
+    to_copy: int = row["source_records"] - row[LOOPED]
+    return to_copy > 0 and row["destination_records"] > 0 and row[MATCHED] == 0
 
 
 def _clean(row: Mapping[str, Any], require_complete: bool) -> bool:

@@ -20,6 +20,17 @@ def verdict_of(report: Mapping[str, Any]) -> tuple[str, bool]:
             f"EXACTLY ONCE: {total(report, 'matched'):,} records in {count:,} "
             f"partition{'' if count == 1 else 's'} match"
         )
+    elif report.get("verdict") == "unproven":
+        unproven = list(report.get("unproven", ()))
+        named = ", ".join(unproven[:5]) + (
+            f" and {len(unproven) - 5} more" if len(unproven) > 5 else ""
+        )
+        text = (
+            f"NO VERDICT: not one record matched in {named}, which hold records on both sides: "
+            "the destination's copies name another source cluster than "
+            f"{report.get('source', {}).get('cluster_id', 'the source')}, or these topics are "
+            "not one flow's source and destination"
+        )
     else:
         counts = [
             f"{total(report, kind):,} {label(kind)}"

@@ -512,3 +512,17 @@ def test_two_flows_share_a_namespace_without_selecting_each_others_pods(rendered
             # The instance is what tells them apart: without it, the other flow's pods match.
             without_instance = {k: v for k, v in selector.items() if k != INSTANCE}
             assert any(_selects(without_instance, pod) for pod in other_pods), _key(resource)
+
+
+def test_every_pod_is_admitted_as_restricted_and_takes_no_service_variables(rendered):
+    """Kubelet gives a pod <SERVICE>_SERVICE_HOST variables for every Service of its namespace:
+    a Service named exactly-metrics would make EXACTLY_METRICS_SERVICE_HOST, which every role
+    refuses as an unknown setting (exit 2). And a namespace enforcing the restricted Pod Security
+    Standard admits no container that may escalate or keeps capabilities: the audits' did."""
+    for resource, template in _flow_pods(rendered):
+        spec = template["spec"]
+        assert spec.get("enableServiceLinks") is False, _key(resource)
+        for container in spec["containers"]:
+            context = container.get("securityContext", {})
+            assert context.get("allowPrivilegeEscalation") is False, _key(resource)
+            assert context.get("capabilities", {}).get("drop") == ["ALL"], _key(resource)

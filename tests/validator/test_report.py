@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from validator.report import build_report
+from validator.report_text import verdict_of
 from validator.snapshot import ClusterInfo, OffsetRange, Snapshot, TimeRange, TopicPair
 
 SNAPSHOT = Snapshot(
@@ -96,3 +97,25 @@ def test_looped_and_local_records_are_counted_but_not_discrepancies(two_way):
     assert report["totals"]["looped"] == 3
     assert report["totals"]["local"] == 2
     assert report["totals"]["missing"] == report["totals"]["unexpected"] == 0
+
+
+def test_records_on_both_sides_and_not_one_match_is_no_verdict():
+    """The audit pointed at another source cluster than the flow's: every copy names another
+    origin and every source record seems in flight. Clean, it would prove nothing."""
+    report = _report({("orders", 0, "in_flight"): 10, ("orders", 0, "other_origin"): 10})
+    assert (report["verdict"], report["exit_status"]) == ("unproven", 3)
+    assert report["unproven"] == ["orders[0]"]
+    text, clean = verdict_of(report)
+    assert not clean
+    assert text.startswith("NO VERDICT: not one record matched in orders[0]")
+
+
+def test_a_discrepancy_is_a_discrepancy_even_where_nothing_matched():
+    report = _report({("orders", 0, "missing"): 10})
+    assert (report["verdict"], report["exit_status"]) == ("discrepancy", 1)
+
+
+def test_a_source_of_copies_only_is_not_unproven():
+    """Two-way: a source partition holding only the other side's copies has nothing to copy."""
+    report = _report({("orders", 0, "looped"): 10, ("orders", 0, "local"): 10}, two_way=True)
+    assert (report["verdict"], report["exit_status"]) == ("clean", 0)
