@@ -118,7 +118,9 @@ class ReplicatorMetrics:
             except KafkaException:
                 continue
             read = lane.committable
-            if not lane.in_flight:
+            # Not a stopped lane: its position may have passed what it stopped on (a record
+            # too large, a batch the client could not read), which is still to copy.
+            if not lane.in_flight and not lane.stopped:
                 read = max(read, positions.get((lane.topic, lane.partition), -1))
             if high >= 0 and read >= 0:
                 self.lag.labels(lane.topic, str(lane.partition)).set(max(0, high - read))

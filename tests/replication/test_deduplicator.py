@@ -81,7 +81,7 @@ def test_data_mix_reaches_the_destination_exactly_once(
         _flow_name(unique_topic),
         mix.include_regex,
         REPLICATION_COMMIT_MAX_RECORDS=str(COMMIT_MAX_RECORDS),
-        REPLICATION_COMMIT_INTERVAL_MS="60000",  # only the record limit ends a transaction
+        REPLICATION_COMMIT_INTERVAL_MS="20000",  # only the record limit ends a transaction
     )
     envs = dict.fromkeys(ROLES, env)
     if security == "secured":
