@@ -287,6 +287,9 @@ def ensure_staging(admin: AdminClient, settings: Settings, records: FlowRecords)
                 config={
                     "cleanup.policy": "delete",
                     "retention.ms": str(settings.staging_retention_ms),
+                    # Not the broker's log.retention.bytes: a size bound would delete envelopes
+                    # stage 2 has not read (stage 1 has committed their source offsets).
+                    "retention.bytes": "-1",
                     "max.message.bytes": str(STAGING_MAX_MESSAGE_BYTES),
                 },
             ),

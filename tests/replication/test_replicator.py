@@ -11,7 +11,7 @@ import time
 
 import pytest
 from confluent_kafka import Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions
+from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewPartitions
 
 from replicator.topics import DESTINATION_MIN_MAX_MESSAGE_BYTES
 from runtime.names import FlowNames
@@ -73,6 +73,12 @@ def test_data_mix_reaches_staging_and_destination_topics_mirror_their_sources(
     report = _verify(source_cluster, target_cluster, flow, mix.topics)
     assert report.source_records == mix.readable_records
     assert report.source_partitions == mix.total_partitions >= 24
+    # Staging keeps envelopes by time alone: a broker-wide size bound would delete unread ones.
+    target = AdminClient({"bootstrap.servers": target_cluster.bootstrap_servers})
+    resource = ConfigResource(ConfigResource.Type.TOPIC, _staging(flow))
+    staging = target.describe_configs([resource])[resource].result(10)
+    assert staging["retention.bytes"].value == "-1"
+    assert staging["retention.bytes"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
 
     # Destination topics: same partition counts and the configs that decide what survives.
     admin = AdminClient({"bootstrap.servers": target_cluster.bootstrap_servers})
