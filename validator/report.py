@@ -5,10 +5,10 @@ The verdict is "clean" only when no partition has a discrepancy (and, with
 partition holds records to copy on the source and records on the destination but not one of
 them matched: the destination's copies name another source cluster, or the two are not a
 flow's source and destination, and a clean verdict would prove nothing. Records outside the
-checked range are
-counted and shown but are not discrepancies (docs/design.md §6), and so are the records no copy is
-expected of in an active-active pair: looped (source records that are copies themselves) and
-local (with ``two_way``, destination records produced on the destination cluster).
+checked range are counted and shown but are not discrepancies (docs/design.md §6), and so are
+the records no copy is expected of in an active-active pair: looped (source records that are
+copies themselves) and local (with ``two_way``, destination records produced on the destination
+cluster).
 """
 
 from __future__ import annotations
