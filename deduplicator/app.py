@@ -9,16 +9,18 @@ import sys
 import time
 from typing import Any
 
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from deduplicator.errors import DeduplicatorError
+from deduplicator.layout import SHARED_PARTITIONS, ChangelogLayout, changelog_layout
 from deduplicator.loop import Deduplicator
 from deduplicator.metrics import DeduplicatorMetrics
 from runtime import GracefulShutdown, Health, Settings, admin_client, get_logger
 from runtime.credential_files import DESTINATION
 from runtime.liveness import Heartbeat
 from runtime.role import freeze_startup_garbage, run_role
-from runtime.topics import cluster_metadata, ensure_topic
+from runtime.topics import call_once_known, cluster_metadata, ensure_topic
 
 log = get_logger("deduplicator")
 
@@ -39,12 +41,8 @@ def run() -> int:
         partitions = _await_staging(admin, settings.names.staging, shutdown)
         if partitions is None:
             return
-        changelog = settings.names.changelog
+        changelog = _ensure_changelog(admin, settings, partitions)
         deadletter = settings.names.deadletter
-        ensure_topic(
-            admin, NewTopic(changelog, partitions, -1, config={"cleanup.policy": "compact"})
-        )
-        _require_co_partitioned(admin, changelog, settings.names.staging, partitions)
         ensure_topic(admin, NewTopic(deadletter, 1, -1))
         del admin  # start-up only: unpolled, its error callbacks would queue for the whole run
         deduplicator = Deduplicator(
@@ -79,23 +77,29 @@ def _totals(metrics: DeduplicatorMetrics) -> dict[str, Any]:  # log fields: coun
     return totals
 
 
-def _require_co_partitioned(
-    admin: AdminClient, changelog: str, staging: str, partitions: int
-) -> None:
-    """Staging partition p keeps its state in changelog partition p (docs/design.md §3.5). A
-    changelog that exists with another partition count (made by hand, or left from a staging
-    topic made anew) breaks that: with fewer, some staging partitions have no changelog
-    partition to restore from or write to; with more, staging's partitions changed and a
-    partition's state would be another's. Stop at start-up, naming both."""
-    topic = cluster_metadata(admin).topics.get(changelog)
-    found = len(topic.partitions) if topic is not None else partitions
-    if found != partitions:
-        raise DeduplicatorError(
-            f"changelog topic {changelog} has {found} partitions and staging topic {staging} "
-            f"{partitions}: stage 2 keeps each staging partition's state in the changelog "
-            "partition of the same number. A changelog made before stage 2 made it: delete it "
-            "while it holds nothing, or use a new REPLICATION_FLOW"
+def _ensure_changelog(admin: AdminClient, settings: Settings, partitions: int) -> ChangelogLayout:
+    """The flow's changelog, made with one partition if it does not exist; one that exists
+    keeps its layout (deduplicator/layout.py)."""
+    topic = settings.names.changelog
+    ensure_topic(
+        admin, NewTopic(topic, SHARED_PARTITIONS, -1, config={"cleanup.policy": "compact"})
+    )
+
+    def partition_count() -> int:
+        found = cluster_metadata(admin, topic).topics.get(topic)
+        if found is not None and found.partitions:  # the count, even with a leader moving
+            return len(found.partitions)
+        raise KafkaException(
+            found.error
+            if found is not None and found.error is not None
+            else KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART)
         )
+
+    # Asked until known, never guessed: state written in the wrong layout is lost to the
+    # restores that read the other (records copied twice). A broker that has not learnt of the
+    # topic just created is waited for (runtime.topics.call_once_known).
+    count = call_once_known(partition_count, topic)
+    return changelog_layout(topic, count, settings.names.staging, partitions)
 
 
 def _await_staging(admin: AdminClient, staging: str, shutdown: GracefulShutdown) -> int | None:

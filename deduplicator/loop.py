@@ -18,6 +18,7 @@ from deduplicator.clients import consumer_config, producer_config, report_client
 from deduplicator.deadletter import dead_letter
 from deduplicator.errors import DeduplicatorError, ProducerFailedError, TransactionFailedError
 from deduplicator.hung import HungProducers
+from deduplicator.layout import ChangelogLayout
 from deduplicator.limits import (
     ABORT_ON_FAILURE_S,
     ABORT_TIMEOUT_S,
@@ -62,7 +63,7 @@ class Deduplicator:
         self,
         settings: Settings,
         instance_id: str,
-        changelog_topic: str,
+        changelog: ChangelogLayout,
         deadletter_topic: str,
         metrics: DeduplicatorMetrics,
         should_stop: Callable[[], bool],
@@ -70,7 +71,7 @@ class Deduplicator:
         clean_exit_status: Callable[[], int] = lambda: 0,
     ) -> None:
         self.settings = settings
-        self.changelog_topic = changelog_topic
+        self.changelog = changelog
         self.deadletter_topic = deadletter_topic
         self.metrics = metrics
         self._should_stop = should_stop
@@ -87,7 +88,7 @@ class Deduplicator:
         self.producer = self._new_producer()
         self._fenced_joins = FencedJoins("staging consumer")
         self.backlog = Backlog(settings.names.staging, metrics.backlog)
-        self.partitions = Partitions(settings, changelog_topic, metrics, self.backlog)
+        self.partitions = Partitions(settings, changelog, metrics, self.backlog)
 
     def _new_producer(self) -> Producer:
         """The transactional producer, initialised (invariant 6: a stable id per instance;
@@ -112,7 +113,7 @@ class Deduplicator:
             self.settings.names,
             self._transactional_id,
             self._txn.written,
-            self.changelog_topic,
+            self.changelog.topic,
             writing=writing,
         )
 
@@ -274,7 +275,7 @@ class Deduplicator:
            offset it reflects (invariant 5: a crash before this step restores from Kafka).
         """
         started = time.monotonic()
-        changelog = ChangelogWrites(self.producer, self.changelog_topic, self._txn)  # step 1
+        changelog = ChangelogWrites(self.producer, self.changelog, self._txn)  # step 1
         offsets = [
             TopicPartition(self.settings.names.staging, partition, offset)
             for partition, offset in self._txn.offsets.items()
@@ -306,6 +307,8 @@ class Deduplicator:
         committed_at = time.time()
         for partition, states in self._txn.by_partition().items():  # step 5
             self.partitions.stores[partition].commit(states, changelog.offsets[partition])
+        if changelog.offsets:
+            self.partitions.advance_idle(max(changelog.offsets.values()))
         self.metrics.observe_commit(started, committed_at, self._txn.timestamps)
         self.partitions.committed(self._txn.offsets)
         self._txn.reset()

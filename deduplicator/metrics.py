@@ -69,7 +69,9 @@ class DeduplicatorMetrics:
         )
         self.restore_seconds = Histogram(
             "exactly_deduplicator_restore_seconds",
-            "Time to bring one staging partition's state up to date from the changelog.",
+            "Time to bring one staging partition's state up to date from the changelog "
+            "(a shared changelog: the one read for all the partitions of an assignment, "
+            "observed once for each).",
             buckets=_DURATION_BUCKETS,
             registry=r,
         )
@@ -121,6 +123,7 @@ class DeduplicatorMetrics:
         self.call_seconds.labels(call).observe(seconds)
 
     def observe_restore(self, seconds: float, records: int) -> None:
-        """One staging partition's state brought up to date from the changelog."""
+        """One staging partition's state brought up to date from the changelog (`seconds`: of
+        the read that did it)."""
         self.restore_seconds.observe(seconds)
         self.restored_records.inc(records)

@@ -12,6 +12,7 @@ from confluent_kafka import Consumer, Message, TopicPartition
 
 from deduplicator.backlog import Backlog
 from deduplicator.errors import DeduplicatorError, StateStoreLockedError
+from deduplicator.layout import ChangelogLayout
 from deduplicator.limits import LOCK_RETRY_S, RESTORE_DEADLINE_S
 from deduplicator.metrics import DeduplicatorMetrics
 from deduplicator.restore import (
@@ -20,12 +21,18 @@ from deduplicator.restore import (
     changelog_end,
     changelog_reader,
     changelog_tail,
+    shared_changelog_tail,
 )
-from deduplicator.state import StateStore
+from deduplicator.state import RESTORE_BATCH_SIZE, StateStore
 from runtime import Settings, get_logger
 
 # The loop's logger: these lines kept the name they had when the loop owned the partitions.
 log = get_logger("deduplicator.loop")
+
+# How far (in changelog records) a store of a shared changelog may lag the last commit before
+# its offset alone is written: a restore then reads at most about this much of other
+# partitions' records for it, for a RocksDB write per store every this many records.
+IDLE_STORE_LAG = 1000
 
 
 class Partitions:
@@ -34,12 +41,12 @@ class Partitions:
     def __init__(
         self,
         settings: Settings,
-        changelog_topic: str,
+        changelog: ChangelogLayout,
         metrics: DeduplicatorMetrics,
         backlog: Backlog,
     ) -> None:
         self.settings = settings
-        self.changelog_topic = changelog_topic
+        self.changelog = changelog
         self.metrics = metrics
         self.backlog = backlog
         self._state_root = Path(settings.state_dir) / settings.flow
@@ -59,7 +66,12 @@ class Partitions:
                 self._positions.pop(tp.partition, None)  # read again from the group's commit
                 if (held := self.stores.pop(tp.partition, None)) is not None:
                     held.close()  # assigned again without a revoke: its lock would be ours
-                self.stores[tp.partition] = self._open_store(reader, tp.partition, deadline)
+            lanes = [tp.partition for tp in partitions]
+            if self.changelog.shared:
+                self.stores.update(self._open_shared(reader, lanes, deadline))
+            else:
+                for lane in lanes:
+                    self.stores[lane] = self._open_store(reader, lane, deadline)
         self.metrics.assigned_partitions.set(len(self.stores))
         log.info("staging partitions assigned", partitions=[tp.partition for tp in partitions])
 
@@ -95,6 +107,19 @@ class Partitions:
             self._positions[partition] = offset
             self.backlog.committed(partition, offset)
 
+    def advance_idle(self, offset: int) -> None:
+        """After a commit whose last changelog record is at ``offset``: in a shared changelog,
+        each owned store more than IDLE_STORE_LAG behind records that it reflects its
+        partition's records up to there. None of them lies in between: this instance alone
+        writes its partitions' records (invariant 6), and each of its commits went to their
+        stores. Bounds how far back the next restore starts when some partitions see no
+        records for long (or never: more lanes than source partitions)."""
+        if not self.changelog.shared:
+            return
+        for store in self.stores.values():
+            if offset - _reflected(store) > IDLE_STORE_LAG:
+                caught_up(store, offset)
+
     def rewind(self, consumer: Consumer) -> None:
         """Seek every staging partition the consumer returned records of since its assignment
         back to its committed offset, known here without asking the group coordinator. A
@@ -127,7 +152,7 @@ class Partitions:
         reflected = store.changelog_offset()
         if reflected is None:
             return store
-        end = changelog_end(reader, self.changelog_topic, partition)
+        end = changelog_end(reader, self.changelog.topic, self.changelog.partition_of(partition))
         if reflected < end:
             return store
         log.warning(
@@ -150,7 +175,7 @@ class Partitions:
             store = self._prefix_of_the_changelog(reader, partition, store, deadline)
             reflected = store.changelog_offset()
             start = 0 if reflected is None else reflected + 1
-            tail = changelog_tail(reader, self.changelog_topic, partition, start, deadline)
+            tail = changelog_tail(reader, self.changelog.topic, partition, start, deadline)
             with closing(tail):  # unassigns the reader also when restore raises mid-way
                 restored = store.restore(tail)
         except BaseException:
@@ -166,6 +191,92 @@ class Partitions:
             seconds=round(seconds, 2),
         )
         return store
+
+    def _open_shared(
+        self, reader: ChangelogReader, lanes: list[int], deadline: float
+    ) -> dict[int, StateStore]:
+        """The partitions' RocksDBs, brought up to date from a shared changelog in one read
+        from the oldest offset any of them reflects (one read per partition would read the
+        others' records once for each)."""
+        opened: dict[int, StateStore] = {}
+        try:
+            for lane in lanes:
+                opened[lane] = open_or_recreate(self._state_root / str(lane), deadline)
+                opened[lane] = self._prefix_of_the_changelog(reader, lane, opened[lane], deadline)
+            reflected = {lane: _reflected(store) for lane, store in opened.items()}
+            started = time.monotonic()
+            restored = _restore_shared(reader, self.changelog.topic, opened, deadline)
+        except BaseException:
+            for store in opened.values():
+                store.close()  # released on every path: the next owner of the directory opens it
+            raise
+        seconds = time.monotonic() - started
+        for lane, count in restored.items():
+            self.metrics.observe_restore(seconds, count)
+            # The co-partitioned restore's line, field for field (from_offset: of the shared
+            # partition; seconds: of the one read).
+            log.info(
+                "state restored",
+                partition=lane,
+                from_offset=reflected[lane] + 1,
+                records=count,
+                seconds=round(seconds, 2),
+            )
+        return opened
+
+
+def _restore_shared(
+    reader: ChangelogReader, topic: str, stores: dict[int, StateStore], deadline: float
+) -> dict[int, int]:
+    """Apply a shared changelog's records to the stores of their staging partitions, each from
+    past the offset it reflects; the records applied, by partition.
+
+    Every RESTORE_BATCH_SIZE records read (anyone's), each store gets what it has pending and
+    the offset reached, so a restore cut short (its deadline, a kill) resumes near where it
+    stopped, also for a partition with no records in what was read; otherwise a read longer
+    than the deadline would start over and fail again for ever. A record a read_committed
+    reader returns lies below the last stable offset, so every transaction up to it has ended:
+    each store then holds all of its partition's records up to there."""
+    if not stores:
+        return {}
+    reflected = {lane: _reflected(store) for lane, store in stores.items()}
+    pending: dict[int, list[tuple[bytes, bytes | None, int]]] = {lane: [] for lane in stores}
+    restored = dict.fromkeys(stores, 0)
+    end = changelog_end(reader, topic, 0)
+
+    def apply(through: int) -> None:
+        for lane, batch in pending.items():
+            if batch:
+                restored[lane] += stores[lane].restore(batch)
+                batch.clear()
+            caught_up(stores[lane], through)
+
+    tail = shared_changelog_tail(reader, topic, (min(reflected.values()) + 1, end), deadline)
+    with closing(tail):  # unassigns the reader also when a restore raises mid-way
+        for read, (lane, key, value, offset) in enumerate(tail, start=1):
+            # Another instance's partition, or a record this store reflects already.
+            if lane in stores and offset > reflected[lane]:
+                pending[lane].append((key, value, offset))
+            if read % RESTORE_BATCH_SIZE == 0:
+                apply(offset)
+    # Every record below the end is read or aborted: each store now reflects its partition's
+    # records up to there, whether it had one or not (a partition with no records would
+    # otherwise pull every later restore back to the partition's beginning).
+    apply(end - 1)
+    return restored
+
+
+def caught_up(store: StateStore, offset: int) -> None:
+    """Record that ``store`` reflects its partition's records of a shared changelog up to
+    ``offset``, when it is past the store's own offset (a write of the offset alone)."""
+    if offset > _reflected(store):
+        store.commit({}, offset)
+
+
+def _reflected(store: StateStore) -> int:
+    """The changelog offset ``store`` reflects, -1 for a new one."""
+    reflected = store.changelog_offset()
+    return -1 if reflected is None else reflected
 
 
 def open_or_recreate(directory: Path, deadline: float) -> StateStore:

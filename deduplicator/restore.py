@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Generator, Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 from deduplicator.errors import RestoreTimeoutError
+from deduplicator.layout import lane_of
 from runtime import (
     LIBRDKAFKA_LOG,
     ErrorClass,
@@ -129,7 +130,8 @@ def changelog_tail(
 ) -> Generator[tuple[bytes, bytes | None, int]]:
     """(key, value, offset) of the readable changelog records from `start` to the end of the
     log, once every transaction in it has ended; RestoreTimeoutError once `time.monotonic()`
-    passes `deadline`.
+    passes `deadline`. For a co-partitioned changelog, whose partition holds one staging
+    partition's state.
 
     The end is the log's, open transactions included, not the last stable offset. A previous
     owner frozen with its transaction open (a zombie: its offsets already sent, its commit not
@@ -141,11 +143,49 @@ def changelog_tail(
     timeout, inside RESTORE_DEADLINE_S), reading what it committed, and ends only when the log
     holds no open transaction and everything up to its end is read.
     """
-    tp = TopicPartition(topic, partition)
+    tail = _tail(reader, TopicPartition(topic, partition), start, deadline, end=None)
+    with closing(tail):  # unassigns the reader when the caller stops early
+        for message in tail:
+            yield message.key(), message.value(), message.offset()
+
+
+def shared_changelog_tail(
+    reader: ChangelogReader, topic: str, offsets: tuple[int, int], deadline: float
+) -> Generator[tuple[int, bytes, bytes | None, int]]:
+    """(staging partition, key, value, offset) of the readable records of a shared changelog's
+    one partition from ``start`` to ``end`` (``offsets``, deduplicator/layout.py), once every
+    transaction reaching below ``end`` has ended; RestoreTimeoutError once `time.monotonic()`
+    passes `deadline`. Call it only after ``await_stable_offsets``, with the log's end
+    (``changelog_end``) asked after it.
+
+    Not the end as it moves: other instances of the flow write the partition all the
+    time, and a restore that waited for a moment with no transaction open would wait for ever.
+    Nothing this owner needs lies past that first end. Every transaction that can commit
+    offsets of its staging partitions had its offsets stable before this call
+    (``await_stable_offsets``), so it has ended, and had flushed its changelog records before
+    committing: they are below the end, and the wait for the stable offset covers their
+    commit markers, which the coordinator may write after the offsets' marker. A later
+    transaction holding its partitions' records is a zombie's: its offsets are refused (a
+    stale generation, invariant 6) and it aborts.
+    """
+    start, end = offsets
+    tail = _tail(reader, TopicPartition(topic, 0), start, deadline, end=end)
+    with closing(tail):
+        for message in tail:
+            yield lane_of(message), message.key(), message.value(), message.offset()
+
+
+def _tail(
+    reader: ChangelogReader, tp: TopicPartition, start: int, deadline: float, *, end: int | None
+) -> Generator[Message]:
+    """The readable records of ``tp`` from ``start`` to ``end``, or (None) to the log's end as
+    it stands at each look, once no open transaction reaches below it."""
     assigned = False
+    pinned = end
     try:
         while True:
             stable, end = _ends(reader, tp)
+            end = end if pinned is None else pinned
             position = reader.consumer.position([tp])[0].offset if assigned else start
             position = max(position, start)  # no position before the first fetch
             if position >= end and stable >= end:
@@ -155,7 +195,7 @@ def changelog_tail(
                 time.sleep(_POLL_S)
                 continue
             if not assigned:
-                reader.consumer.assign([TopicPartition(topic, partition, start)])
+                reader.consumer.assign([TopicPartition(tp.topic, tp.partition, start)])
                 assigned = True
             yield from _read_to(reader.consumer, tp, (start, end), stable, deadline)
     finally:
@@ -192,7 +232,7 @@ def _read_to(
     offsets: tuple[int, int],
     stable: int,
     deadline: float,
-) -> Iterator[tuple[bytes, bytes | None, int]]:
+) -> Iterator[Message]:
     """Yield the readable records of ``tp`` below ``end`` until its position reaches ``end``;
     ``start`` is where the restore began (the position before the first fetch)."""
     start, end = offsets
@@ -208,7 +248,7 @@ def _read_to(
             if message.error():
                 raise KafkaException(message.error())
             if message.offset() < end:
-                yield message.key(), message.value(), message.offset()
+                yield message
 
 
 def _fail_past(deadline: float, tp: TopicPartition, reached: int, end: int, stable: int) -> None:
@@ -216,7 +256,8 @@ def _fail_past(deadline: float, tp: TopicPartition, reached: int, end: int, stab
     if time.monotonic() <= deadline:
         return
     waiting = (
-        f"; a transaction open since offset {stable} has not ended (a previous owner's)"
+        f"; a transaction open since offset {stable} has not ended (a previous owner's, or "
+        "in a shared changelog another instance's)"
         if stable < end
         else ""
     )

@@ -1,12 +1,11 @@
 """The local RocksDB copy of one staging partition's dedup state (docs/design.md §3, invariant 5).
 
-Kafka is the truth: the compacted changelog topic, written in the deduplicator's transaction to the
-partition numbered as the staging partition the state belongs to (co-partitioned: stage 2
-creates the changelog so, and refuses to start on one that exists with another partition count,
-docs/design.md §4, invariant 1's limits). This store is a rebuildable cache of one changelog
-partition. Every write to it, a commit after a transaction or a batch of restored changelog
+Kafka is the truth: the compacted changelog topic, written in the deduplicator's transaction
+(deduplicator/layout.py: one partition for every staging partition's state, or one per staging
+partition in flows made before). This store is a rebuildable cache of one staging partition's
+records of it. Every write to it, a commit after a transaction or a batch of restored changelog
 records, is ONE RocksDB write batch that also carries the changelog offset it reflects: the store
-always equals the changelog up to `changelog_offset()`, and restoring from
+always equals its staging partition's records up to `changelog_offset()`, and restoring from
 `changelog_offset() + 1` makes it whole again, after a crash at any instruction.
 
 A directory that cannot be opened as a store (not a RocksDB, corrupt, a file in its place) raises

@@ -5,9 +5,11 @@ produced into it (step 1 of the loop's commit, invariant 5)."""
 from __future__ import annotations
 
 import time
+from functools import partial
 
 from confluent_kafka import KafkaError, Message, Producer
 
+from deduplicator.layout import ChangelogLayout
 from deduplicator.rule import PartitionState, encode_state
 from runtime import Settings, produce_when_room
 
@@ -57,26 +59,30 @@ class OpenTransaction:
 
 
 class ChangelogWrites:
-    """The changelog records of an open transaction's states, produced into it: the highest
-    offset of each changelog partition once acknowledged (``offsets``), and every delivery
-    error (``failures``)."""
+    """The changelog records of an open transaction's states, produced into it: by staging
+    partition, the offset of its last record once acknowledged (``offsets``: what its store
+    reflects after the commit), and every delivery error (``failures``)."""
 
-    def __init__(self, producer: Producer, topic: str, transaction: OpenTransaction) -> None:
+    def __init__(
+        self, producer: Producer, layout: ChangelogLayout, transaction: OpenTransaction
+    ) -> None:
         self.offsets: dict[int, int] = {}
         self.failures: list[KafkaError] = []
-        for key, (partition, state) in transaction.pending.items():
+        for key, (lane, state) in transaction.pending.items():
             produce_when_room(
                 producer,
-                topic,
+                layout.topic,
                 key=key,
                 value=encode_state(state),
-                partition=partition,
-                on_delivery=self._delivered,
+                partition=layout.partition_of(lane),
+                headers=layout.headers(lane),
+                # By the staging partition, not the changelog's: in a shared changelog each
+                # store reflects its own records' offsets, the only ones its restore reads.
+                on_delivery=partial(self._delivered, lane),
             )
 
-    def _delivered(self, error: KafkaError | None, message: Message) -> None:
+    def _delivered(self, lane: int, error: KafkaError | None, message: Message) -> None:
         if error is not None:
             self.failures.append(error)
             return
-        partition = message.partition()
-        self.offsets[partition] = max(self.offsets.get(partition, -1), message.offset())
+        self.offsets[lane] = max(self.offsets.get(lane, -1), message.offset())

@@ -76,7 +76,7 @@ FAILOVER_TOPIC = TOPICS[0].name  # demo.orders, 6 partitions
 _OFFSETSYNC_INTERVAL_MS = 1000
 _MOVE_TIMEOUT_S = 30.0  # many sync cycles
 # Few lanes: the demo moves a few hundred records a second on a laptop, and every staging
-# partition is a changelog partition and a consumer fetch more for two small brokers.
+# partition is a consumer fetch more for two small brokers.
 _STAGING_PARTITIONS = 4
 
 

@@ -15,12 +15,14 @@ from confluent_kafka.admin import AdminClient
 
 from deduplicator.backlog import Backlog
 from deduplicator.errors import RestoreTimeoutError
+from deduplicator.layout import ChangelogLayout
 from deduplicator.metrics import DeduplicatorMetrics
 from deduplicator.partitions import Partitions
 from deduplicator.restore import await_stable_offsets, changelog_reader, changelog_tail
 from deduplicator.rule import PartitionState, decode_state, encode_state, state_key
 from deduplicator.state import StateStore
 from runtime import load_settings
+from tests.deduplicator.assigning import assign_restored
 from tests.kafka_helpers import create_topic
 
 KEYS = [state_key("cluster-a", "orders", p) for p in range(5)]
@@ -199,7 +201,9 @@ def test_an_assignment_waits_for_a_previous_owners_offsets_sent_before_its_chang
         }
     )
     metrics = DeduplicatorMetrics()
-    owned = Partitions(settings, topic, metrics, Backlog(staging, metrics.backlog))
+    owned = Partitions(
+        settings, ChangelogLayout(topic, shared=False), metrics, Backlog(staging, metrics.backlog)
+    )
     monkeypatch.setattr("deduplicator.restore._STABLE_ASK_S", 1.0)  # said within the wait
     caplog.set_level(logging.INFO, logger="deduplicator.loop")
     assigned: list[BaseException | None] = []
@@ -266,15 +270,12 @@ def test_a_state_directory_ahead_of_a_changelog_made_anew_is_discarded_and_resto
     bootstrap = target_cluster.bootstrap_servers
 
     def assigned_state() -> dict[bytes, PartitionState | None]:
-        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique_group("stage2")})
-        metrics = DeduplicatorMetrics()
-        owned = Partitions(settings, topic, metrics, Backlog(staging, metrics.backlog))
+        layout = ChangelogLayout(topic, shared=False)
+        owned = assign_restored(settings, layout, staging, bootstrap, unique_group("stage2"), [0])
         try:
-            owned.assign(consumer, [TopicPartition(staging, 0)])
             return _state(owned.stores[0])
         finally:
             owned.close()
-            consumer.close()
 
     assert assigned_state() == expected  # the state directory now reflects offset 3001
 

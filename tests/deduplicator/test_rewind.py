@@ -11,6 +11,7 @@ from types import SimpleNamespace
 from confluent_kafka import Consumer, Message, TopicPartition
 
 from deduplicator.backlog import Backlog
+from deduplicator.layout import ChangelogLayout
 from deduplicator.metrics import DeduplicatorMetrics
 from deduplicator.partitions import Partitions
 from tests.kafka_helpers import create_topic, produce_numbered
@@ -51,7 +52,12 @@ def test_a_rewind_reads_again_every_partition_returned_processed_or_not(
     # and the backlog; the rest of a Deduplicator needs a whole flow.
     metrics = DeduplicatorMetrics()
     settings = SimpleNamespace(names=SimpleNamespace(staging=staging), state_dir="", flow="")
-    owned = Partitions(settings, "changelog", metrics, Backlog(staging, metrics.backlog))
+    owned = Partitions(
+        settings,
+        ChangelogLayout("changelog", shared=False),
+        metrics,
+        Backlog(staging, metrics.backlog),
+    )
     owned.stores = {0: None, 1: None}  # partition 2 is not ours: revoked within the batch
     try:
         consumer.assign([TopicPartition(staging, p, 0) for p in (0, 1, 2)])

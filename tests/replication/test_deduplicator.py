@@ -13,12 +13,13 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from exactly.acls import ROLES
 from runtime import ErrorClass, classify, kafka_error_of
 from runtime.names import FlowNames
 from tests.commands import run_exactly
-from tests.kafka_helpers import create_topic
+from tests.kafka_helpers import create_topic, read_all
 from tests.replication.datamix import ContinuousProducer, create_data_mix
 from tests.replication.scrape import free_port, sample, scrape, total
 from tests.replication.staging import assert_exactly_once, await_records, read_source
@@ -489,21 +490,77 @@ def test_a_garbage_staging_record_is_dead_lettered_and_the_rest_flows_on(
 def test_a_changelog_partitioned_unlike_staging_stops_stage_2_at_start_up(
     target_cluster, source_cluster, unique_topic, roles, tmp_path
 ):
-    """Staging partition p keeps its state in changelog partition p: a changelog made by hand
-    with fewer partitions would leave staging partitions without state, so stage 2 refuses to
-    start (exit 1) and names both topics and counts, every time."""
+    """Stage 2 keeps its state in one changelog partition, or (a flow made before it did) in
+    as many as staging has: a changelog made by hand with another count would leave staging
+    partitions without state, so stage 2 refuses to start (exit 1) and names both topics and
+    counts, every time."""
     flow = _flow_name(unique_topic)
     names = FlowNames(flow)
     create_topic(target_cluster.bootstrap_servers, names.staging, 3)
     create_topic(
-        target_cluster.bootstrap_servers, names.changelog, 1, {"cleanup.policy": "compact"}
+        target_cluster.bootstrap_servers, names.changelog, 2, {"cleanup.policy": "compact"}
     )
     env = _flow_env(source_cluster, target_cluster, tmp_path, flow, re.escape(unique_topic("x")))
-    line = f"changelog topic {names.changelog} has 1 partitions and staging topic {names.staging} 3"
+    line = f"changelog topic {names.changelog} has 2 partitions and staging topic {names.staging} 3"
     for _ in range(2):
         deduplicator = roles.start("deduplicator", env)
         assert deduplicator.wait(60) == 1
         assert line in deduplicator.log_text()
+
+
+@pytest.mark.parametrize("layout", ["shared", "co-partitioned"])
+def test_both_changelog_layouts_copy_exactly_once_through_a_restart_with_an_empty_disk(
+    source_cluster, target_cluster, unique_topic, roles, tmp_path, layout
+):
+    """A new flow's changelog has one partition, each record naming its staging partition in a
+    header; a flow made before keeps the changelog it has, one partition per staging partition,
+    and stage 2 goes on with it. Either way a stage 2 SIGKILLed and restarted with its state
+    directory gone restores every partition and copies each record once."""
+    topics = {unique_topic("layout"): 6}
+    env = _traffic_flow(source_cluster, target_cluster, tmp_path, unique_topic, topics)
+    names = FlowNames(env["REPLICATION_FLOW"])
+    staging_partitions = 12  # stage 1's default
+    if layout == "co-partitioned":
+        create_topic(
+            target_cluster.bootstrap_servers,
+            names.changelog,
+            staging_partitions,
+            {"cleanup.policy": "compact"},
+        )
+    with ContinuousProducer(
+        source_cluster.bootstrap_servers, topics, records_per_second=500
+    ) as producer:
+        replicator = roles.start("replicator", env)
+        deduplicator = roles.start("deduplicator", env)
+        await_records(target_cluster.bootstrap_servers, set(topics), 200, 120)
+        deduplicator.kill()
+        shutil.rmtree(tmp_path / "state")
+        deduplicator.start()
+        time.sleep(2)
+        producer.stop()
+    source = read_source(source_cluster.bootstrap_servers, tuple(topics))
+    assert_exactly_once(source_cluster, source, _await_destination(target_cluster, source))
+    assert re.search(
+        r"state restored\" partition=\d+ from_offset=0 records=[1-9]", deduplicator.log_text()
+    )
+    assert deduplicator.terminate(30) == 0
+    assert replicator.terminate(30) == 0
+
+    # Where the state is: one partition (shared) or staging's count (co-partitioned), each
+    # record naming its staging partition.
+    admin = AdminClient({"bootstrap.servers": target_cluster.bootstrap_servers})
+    found = admin.list_topics(names.changelog, timeout=30).topics[names.changelog].partitions
+    assert len(found) == (1 if layout == "shared" else staging_partitions)
+    lanes_by_partition: dict[int, set[int]] = {}
+    for record in read_all(target_cluster.bootstrap_servers, names.changelog, len(found)):
+        lane = int(dict(record.headers)["exactly.lane"])
+        lanes_by_partition.setdefault(record.partition, set()).add(lane)
+    if layout == "shared":
+        assert set(lanes_by_partition) == {0}
+        assert len(lanes_by_partition[0]) > 1
+    else:
+        assert len(lanes_by_partition) > 1
+        assert all(lanes == {p} for p, lanes in lanes_by_partition.items())
 
 
 def test_with_on_bad_envelope_stop_a_garbage_record_stops_stage_2_every_time(
