@@ -30,8 +30,14 @@ def create_topic(
         [NewTopic(name, num_partitions=partitions, replication_factor=-1, config=config or {})]
     )
     futures[name].result(timeout=30)
-    # Creation is acknowledged by the controller before every partition has a leader on the
-    # broker; wait until metadata shows them all led, or the first produce may fail.
+    await_partitions(admin, name, partitions)
+
+
+def await_partitions(admin: AdminClient, name: str, partitions: int) -> None:
+    """Return once metadata shows topic ``name`` with ``partitions`` partitions, each led.
+
+    Creation (or growth) is acknowledged by the controller before the brokers' metadata shows
+    it; until then a client's first produce to a new partition fails ("Unknown partition")."""
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
