@@ -15,7 +15,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, New
 
 from replicator.topics import DESTINATION_MIN_MAX_MESSAGE_BYTES
 from runtime.names import FlowNames
-from tests.kafka_helpers import create_topic
+from tests.kafka_helpers import await_partitions, create_topic
 from tests.replication.datamix import ContinuousProducer, create_data_mix
 from tests.replication.scrape import free_port, sample, scrape
 from tests.replication.staging import (
@@ -275,6 +275,7 @@ def test_new_topic_and_partition_increase_are_followed(
     create_topic(source_cluster.bootstrap_servers, second, 3)
     admin = AdminClient({"bootstrap.servers": source_cluster.bootstrap_servers})
     admin.create_partitions([NewPartitions(first, 4)])[first].result(30)
+    await_partitions(admin, first, 4)  # else a record for a new partition may fail unseen
     producer = Producer({"bootstrap.servers": source_cluster.bootstrap_servers})
     for i in range(200):
         producer.produce(first, value=b"%d" % i, partition=i % 4)
