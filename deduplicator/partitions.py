@@ -5,6 +5,7 @@ position, which a rewind seeks back to (docs/design.md §3.5, invariant 5)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
 
@@ -137,10 +138,11 @@ class Partitions:
             self.backlog.committed(partition, offset)
 
     def _prefix_of_the_changelog(
-        self, reader: ChangelogReader, partition: int, store: StateStore, deadline: float
+        self, partition: int, store: StateStore, end_of: Callable[[], int], deadline: float
     ) -> StateStore:
         """``store``, or a new empty one in its place when it reflects changelog offsets the
-        changelog does not hold.
+        changelog does not hold (``end_of()``: the end of the changelog partition that holds
+        its state, asked only of a store that reflects some).
 
         The store caches a prefix of the changelog (docs/design.md §3.5). One that reflects a
         record at or past the log's end came from another changelog: this one was deleted and
@@ -152,7 +154,7 @@ class Partitions:
         reflected = store.changelog_offset()
         if reflected is None:
             return store
-        end = changelog_end(reader, self.changelog.topic, self.changelog.partition_of(partition))
+        end = end_of()
         if reflected < end:
             return store
         log.warning(
@@ -172,7 +174,12 @@ class Partitions:
         store = open_or_recreate(self._state_root / str(partition), deadline)
         try:
             started = time.monotonic()
-            store = self._prefix_of_the_changelog(reader, partition, store, deadline)
+            store = self._prefix_of_the_changelog(
+                partition,
+                store,
+                lambda: changelog_end(reader, self.changelog.topic, partition),
+                deadline,
+            )
             reflected = store.changelog_offset()
             start = 0 if reflected is None else reflected + 1
             tail = changelog_tail(reader, self.changelog.topic, partition, start, deadline)
@@ -197,15 +204,19 @@ class Partitions:
     ) -> dict[int, StateStore]:
         """The partitions' RocksDBs, brought up to date from a shared changelog in one read
         from the oldest offset any of them reflects (one read per partition would read the
-        others' records once for each)."""
+        others' records once for each). The partition's end is asked once, after the offsets
+        are stable (``assign``): every store is checked against it and the read stops there."""
         opened: dict[int, StateStore] = {}
         try:
+            end = changelog_end(reader, self.changelog.topic, 0)
             for lane in lanes:
                 opened[lane] = open_or_recreate(self._state_root / str(lane), deadline)
-                opened[lane] = self._prefix_of_the_changelog(reader, lane, opened[lane], deadline)
+                opened[lane] = self._prefix_of_the_changelog(
+                    lane, opened[lane], lambda: end, deadline
+                )
             reflected = {lane: _reflected(store) for lane, store in opened.items()}
             started = time.monotonic()
-            restored = _restore_shared(reader, self.changelog.topic, opened, deadline)
+            restored = _restore_shared(reader, self.changelog.topic, opened, end, deadline)
         except BaseException:
             for store in opened.values():
                 store.close()  # released on every path: the next owner of the directory opens it
@@ -226,10 +237,14 @@ class Partitions:
 
 
 def _restore_shared(
-    reader: ChangelogReader, topic: str, stores: dict[int, StateStore], deadline: float
+    reader: ChangelogReader,
+    topic: str,
+    stores: dict[int, StateStore],
+    end: int,
+    deadline: float,
 ) -> dict[int, int]:
-    """Apply a shared changelog's records to the stores of their staging partitions, each from
-    past the offset it reflects; the records applied, by partition.
+    """Apply a shared changelog's records below ``end`` to the stores of their staging
+    partitions, each from past the offset it reflects; the records applied, by partition.
 
     Every RESTORE_BATCH_SIZE records read (anyone's), each store gets what it has pending and
     the offset reached, so a restore cut short (its deadline, a kill) resumes near where it
@@ -242,7 +257,6 @@ def _restore_shared(
     reflected = {lane: _reflected(store) for lane, store in stores.items()}
     pending: dict[int, list[tuple[bytes, bytes | None, int]]] = {lane: [] for lane in stores}
     restored = dict.fromkeys(stores, 0)
-    end = changelog_end(reader, topic, 0)
 
     def apply(through: int) -> None:
         for lane, batch in pending.items():

@@ -143,7 +143,7 @@ def changelog_tail(
     timeout, inside RESTORE_DEADLINE_S), reading what it committed, and ends only when the log
     holds no open transaction and everything up to its end is read.
     """
-    tail = _tail(reader, TopicPartition(topic, partition), start, deadline, end=None)
+    tail = _tail(reader, TopicPartition(topic, partition), start, deadline, pinned=None)
     with closing(tail):  # unassigns the reader when the caller stops early
         for message in tail:
             yield message.key(), message.value(), message.offset()
@@ -169,19 +169,18 @@ def shared_changelog_tail(
     stale generation, invariant 6) and it aborts.
     """
     start, end = offsets
-    tail = _tail(reader, TopicPartition(topic, 0), start, deadline, end=end)
+    tail = _tail(reader, TopicPartition(topic, 0), start, deadline, pinned=end)
     with closing(tail):
         for message in tail:
             yield lane_of(message), message.key(), message.value(), message.offset()
 
 
 def _tail(
-    reader: ChangelogReader, tp: TopicPartition, start: int, deadline: float, *, end: int | None
+    reader: ChangelogReader, tp: TopicPartition, start: int, deadline: float, *, pinned: int | None
 ) -> Generator[Message]:
-    """The readable records of ``tp`` from ``start`` to ``end``, or (None) to the log's end as
-    it stands at each look, once no open transaction reaches below it."""
+    """The readable records of ``tp`` from ``start`` to the ``pinned`` end, or (None) to the
+    log's end as it stands at each look, once no open transaction reaches below it."""
     assigned = False
-    pinned = end
     try:
         while True:
             stable, end = _ends(reader, tp)

@@ -247,8 +247,7 @@ def test_a_restore_does_not_wait_for_a_transaction_begun_after_it_looked(
     neighbour = _writer(target_cluster, unique_topic)
     asked = restore._ends
 
-    # The store is new, so the tail's first look is the first time the ends are asked (a store
-    # reflecting offsets is checked against the end before).
+    # The first ask is the assignment's one look at the end, which its read then stops at.
     def ends_then_a_neighbour_writes(reader, tp):
         answer = asked(reader, tp)
         if not neighbour_open:
