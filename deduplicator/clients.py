@@ -42,12 +42,21 @@ def consumer_config(settings: Settings, on_error: ErrorCallback) -> dict[str, ob
         "enable.auto.commit": False,
         # Invariant 6: only committed staging records; never an aborted one.
         "isolation.level": "read_committed",
-        # A new flow reads staging from its beginning (stage 1 wrote it for us).
-        "auto.offset.reset": "earliest",
+        # Invariant 7: a position behind staging's retention stops its partition, never jumps
+        # (deduplicator/stops.py); a partition never committed is sought to its beginning there.
+        "auto.offset.reset": "error",
         "logger": LIBRDKAFKA_LOG,
         "error_cb": on_error,
         **static_membership(settings, "deduplicator"),
     }
+
+
+def cooperative(config: dict[str, object]) -> bool:
+    """Whether a consumer of ``config`` changes its assignment incrementally: the consumer group
+    protocol (KIP-848), or a cooperative assignor a user configured; else eagerly (the default:
+    every rebalance hands over the whole assignment)."""
+    strategy = str(config.get("partition.assignment.strategy", ""))
+    return str(config.get("group.protocol", "classic")) == "consumer" or "cooperative" in strategy
 
 
 def producer_config(

@@ -14,7 +14,12 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 from deduplicator import access, output
 from deduplicator.backlog import Backlog
 from deduplicator.broken import BrokenProducers
-from deduplicator.clients import consumer_config, producer_config, report_client_error
+from deduplicator.clients import (
+    consumer_config,
+    cooperative,
+    producer_config,
+    report_client_error,
+)
 from deduplicator.deadletter import dead_letter
 from deduplicator.errors import DeduplicatorError, ProducerFailedError, TransactionFailedError
 from deduplicator.hung import HungProducers
@@ -33,6 +38,7 @@ from deduplicator.metrics import DeduplicatorMetrics
 from deduplicator.partitions import Partitions
 from deduplicator.retrying import retrying_with
 from deduplicator.rule import state_key
+from deduplicator.stops import offset_reset
 from deduplicator.transaction import ChangelogWrites, OpenTransaction
 from deduplicator.verdict import judged
 from envelope import TIMESTAMP_NOT_AVAILABLE, EnvelopeError, decode_rows
@@ -84,7 +90,9 @@ class Deduplicator:
         self._broken = BrokenProducers()
         # Every call retried alive (the heartbeat beats, a stop request ends the wait), timed.
         self._retrying = retrying_with(beat, should_stop, metrics.observe_call)
-        self.consumer = Consumer(consumer_config(settings, self._client_error))
+        config = consumer_config(settings, self._client_error)
+        self._cooperative = cooperative(config)
+        self.consumer = Consumer(config)
         self.producer = self._new_producer()
         self._fenced_joins = FencedJoins("staging consumer")
         self.backlog = Backlog(settings.names.staging, metrics.backlog)
@@ -125,7 +133,7 @@ class Deduplicator:
     def _subscribe(self) -> None:
         self.consumer.subscribe(
             [self.settings.names.staging],
-            on_assign=lambda consumer, partitions: self.partitions.assign(consumer, partitions),
+            on_assign=self._on_assign,
             on_revoke=self._on_revoke,
             on_lost=self._on_lost,
         )
@@ -177,6 +185,9 @@ class Deduplicator:
     def _process(self, message: Message) -> None:
         error = message.error()
         if error is not None:
+            if error.code() == KafkaError._AUTO_OFFSET_RESET:
+                offset_reset(self.consumer, self.metrics, self.partitions.stopped, message)
+                return
             raise_if_refused(error, "target", self._needs(writing=False))
             if member_fenced(error):
                 self._join_again(error)
@@ -188,6 +199,8 @@ class Deduplicator:
         partition = message.partition()
         if partition not in self.partitions.stores:
             return  # revoked within this batch: its next owner reads it from the commit point
+        if partition in self.partitions.stopped:
+            return  # fetched before its stop: read again from the commit point if ever resumed
         with self._producing():
             self._copy(message, partition)
 
@@ -438,6 +451,14 @@ class Deduplicator:
             self._txn.reset()
 
     # -- partitions ---------------------------------------------------------------------------
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        starts = self.partitions.assign(consumer, partitions)
+        # Each at an explicit position (stops.py): librdkafka must never pick one itself.
+        if self._cooperative:
+            consumer.incremental_assign(starts)
+        else:
+            consumer.assign(starts)
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         if self._txn.open:

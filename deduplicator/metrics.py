@@ -94,6 +94,21 @@ class DeduplicatorMetrics:
             ["partition"],
             registry=r,
         )
+        self.partitions_stopped = Gauge(
+            "exactly_deduplicator_partitions_stopped",
+            "1 for each staging partition this instance stopped by policy, by reason "
+            "(data_loss: envelopes deleted before stage 2 read them, or its committed offset "
+            "past the log's end); it reads nothing more of it until an operator acts.",
+            ["partition", "reason"],
+            registry=r,
+        )
+        self.staging_records_lost = Counter(
+            "exactly_deduplicator_staging_records_lost",
+            "Staging offsets deleted (retention, delete-records) before stage 2 read them, by "
+            "staging partition, counted each time a stop finds them.",
+            ["partition"],
+            registry=r,
+        )
         self.assigned_partitions = Gauge(
             "exactly_deduplicator_assigned_partitions",
             "Staging partitions this instance owns.",

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Message, TopicPartition
 
+from deduplicator import stops
 from deduplicator.backlog import Backlog
 from deduplicator.errors import DeduplicatorError, StateStoreLockedError
 from deduplicator.layout import ChangelogLayout
@@ -56,12 +57,16 @@ class Partitions:
         # it without asking the group coordinator (rewind): the offset of the first record
         # the consumer returned since the assignment, then each commit's.
         self._positions: dict[int, int] = {}
+        # Partitions stopped by policy (deduplicator/stops.py), by reason: paused, never read on.
+        self.stopped: dict[int, str] = {}
 
-    def assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    def assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        """Restore ``partitions``' state; where the consumer starts each: its committed offset,
+        or staging's beginning if it has none (stops.py: librdkafka never chooses)."""
         deadline = time.monotonic() + RESTORE_DEADLINE_S
         # First the offsets, then the changelog: a previous owner's offsets pending in a
         # transaction whose changelog records are not in the log yet (invariant 5).
-        await_stable_offsets(consumer, partitions, deadline)
+        committed = await_stable_offsets(consumer, partitions, deadline)
         with changelog_reader(self.settings) as reader:
             for tp in partitions:
                 self._positions.pop(tp.partition, None)  # read again from the group's commit
@@ -75,9 +80,11 @@ class Partitions:
                     self.stores[lane] = self._open_store(reader, lane, deadline)
         self.metrics.assigned_partitions.set(len(self.stores))
         log.info("staging partitions assigned", partitions=[tp.partition for tp in partitions])
+        return [stops.start_of(tp) for tp in committed]
 
     def release(self, partitions: list[TopicPartition]) -> None:
         self.backlog.forget([tp.partition for tp in partitions])
+        stops.forget(self.metrics, self.stopped, [tp.partition for tp in partitions])
         for tp in partitions:
             self._positions.pop(tp.partition, None)
             store = self.stores.pop(tp.partition, None)

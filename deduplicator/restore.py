@@ -76,8 +76,9 @@ def changelog_reader(settings: Settings) -> Iterator[ChangelogReader]:
 
 def await_stable_offsets(
     consumer: Consumer, partitions: list[TopicPartition], deadline: float
-) -> None:
-    """Return once the group's committed offsets of ``partitions`` are stable: no transaction
+) -> list[TopicPartition]:
+    """The group's committed offsets of ``partitions`` (below 0: never committed), once they
+    are stable: no transaction
     holds offsets of them that it has sent but not yet committed or aborted. RestoreTimeoutError
     once `time.monotonic()` passes `deadline`.
 
@@ -102,12 +103,14 @@ def await_stable_offsets(
                 "a group coordinator not answering); a restart tries again"
             )
         try:
-            found = consumer.committed(partitions, timeout=min(remaining, _STABLE_ASK_S))
+            found: list[TopicPartition] = consumer.committed(
+                partitions, timeout=min(remaining, _STABLE_ASK_S)
+            )
             errors = [tp.error for tp in found if tp.error is not None]
         except KafkaException as exc:
             errors = [kafka_error_of(exc)]
         if not errors:
-            return
+            return found
         error = errors[0]
         # The wait itself: librdkafka asks again while the broker answers UNSTABLE_OFFSET_COMMIT
         # and times the call out (_TIMED_OUT); both are retriable. Credentials, ACLs and the

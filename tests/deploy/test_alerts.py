@@ -255,6 +255,37 @@ CASES = [
         "4m",
     ),
     Case(
+        "a stopped staging partition",
+        "ExactlyStagingPartitionStopped",
+        {
+            _series(
+                "exactly_deduplicator_partitions_stopped",
+                flow="f",
+                partition="4",
+                reason="data_loss",
+                job="d",
+                instance="d:1",
+            ): "1x5"
+        },
+        "3m",
+        [{"severity": "critical", "flow": "f", "partition": "4", "reason": "data_loss"}],
+    ),
+    Case(
+        "a staging partition no longer stopped (its owner gone)",
+        "ExactlyStagingPartitionStopped",
+        {
+            _series(
+                "exactly_deduplicator_partitions_stopped",
+                flow="f",
+                partition="4",
+                reason="data_loss",
+                job="d",
+                instance="d:1",
+            ): "1 1 0 0 0"
+        },
+        "4m",
+    ),
+    Case(
         "a topic left out",
         "ExactlyTopicLeftOut",
         {

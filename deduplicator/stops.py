@@ -1,0 +1,100 @@
+"""Invariant 7 in stage 2: a staging partition whose next envelopes are gone is stopped and
+said, never read past.
+
+Stage 2's consumer runs with ``auto.offset.reset=error``, so librdkafka never moves a position
+by itself. A position below staging's log start means envelopes deleted (retention,
+delete-records) before stage 2 read them. Their records are committed at the source by stage
+1 and would never reach the destination. Worse, invariant 4 argues only over readable
+envelopes: the first envelope of a later stage-1 session would be accepted past the hole. A
+position past the log's end means staging was recreated or truncated under the flow. In both
+cases the partition is paused, gauged, counted and logged. Its committed offset stays where it
+was, so the stop loses nothing more, and every restart finds and says it again. The other
+partitions go on. docs/operations.md (ExactlyStagingPartitionStopped) says how to go on.
+
+So that librdkafka never chooses a position, every partition is assigned at one (``start_of``)."""
+
+from __future__ import annotations
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Message, TopicPartition
+
+from deduplicator.errors import DeduplicatorError
+from deduplicator.metrics import DeduplicatorMetrics
+from runtime import get_logger
+
+# The loop's logger: a log query selects stage 2's partition events on it.
+log = get_logger("deduplicator.loop")
+
+DATA_LOSS = "data_loss"
+# The watermark query is only for the report: a leader that moved must not hold the loop long.
+_WATERMARK_TIMEOUT_S = 5.0
+
+
+def start_of(committed: TopicPartition) -> TopicPartition:
+    """Where the consumer starts a staging partition: its committed offset, or, never
+    committed, staging's beginning (a new flow: stage 1 wrote every envelope there for it)."""
+    offset = committed.offset if committed.offset >= 0 else OFFSET_BEGINNING
+    return TopicPartition(committed.topic, committed.partition, offset)
+
+
+def offset_reset(
+    consumer: Consumer,
+    metrics: DeduplicatorMetrics,
+    stopped: dict[int, str],
+    message: Message,
+) -> None:
+    """librdkafka found the position of a staging partition (``message.offset()``) out of
+    the log's range (``_AUTO_OFFSET_RESET``)."""
+    topic, partition, offset = message.topic(), message.partition(), message.offset()
+    if topic is None or partition is None or partition in stopped:
+        return
+    if offset is None:
+        # Every partition is assigned at a position (start_of); none is a defect, and a
+        # partition left without one would stand still unsaid.
+        raise DeduplicatorError(
+            f"staging {topic} partition {partition} was assigned without a position: "
+            f"{message.error()}"
+        )
+    consumer.pause([TopicPartition(topic, partition)])
+    stopped[partition] = DATA_LOSS
+    metrics.partitions_stopped.labels(str(partition), DATA_LOSS).set(1)
+    try:
+        low, high = consumer.get_watermark_offsets(
+            TopicPartition(topic, partition), timeout=_WATERMARK_TIMEOUT_S, cached=False
+        )
+    except KafkaException as exc:
+        low = high = None
+        detail = (
+            f"offset {offset} is no longer in staging {topic} partition {partition}; how "
+            f"many envelopes were deleted is unknown (its bounds: {exc})"
+        )
+    else:
+        if offset < low:
+            metrics.staging_records_lost.labels(str(partition)).inc(low - offset)
+            detail = (
+                f"offset {offset} is below staging {topic} partition {partition}'s log start "
+                f"{low}: {low - offset} records were deleted before stage 2 read them "
+                "(retention.ms, or delete-records), and their source records are not on the "
+                "destination"
+            )
+        else:
+            detail = (
+                f"offset {offset} is past staging {topic} partition {partition}'s end {high}: "
+                "the topic was deleted and created again, or truncated, under the flow"
+            )
+    log.error(
+        "staging partition stopped",
+        reason=DATA_LOSS,
+        partition=partition,
+        offset=offset,
+        log_start=low,
+        log_end=high,
+        detail=detail,
+    )
+
+
+def forget(metrics: DeduplicatorMetrics, stopped: dict[int, str], partitions: list[int]) -> None:
+    """The partitions went to another owner (or this one is leaving): it says so itself."""
+    for partition in partitions:
+        reason = stopped.pop(partition, None)
+        if reason is not None:
+            metrics.partitions_stopped.remove(str(partition), reason)

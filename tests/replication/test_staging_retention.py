@@ -1,0 +1,162 @@
+"""Invariant 7 in stage 2: envelopes deleted from staging before stage 2 read them stop their
+staging partition, counted and said, every time; the other partitions go on, and nothing past
+the hole is read or committed (docs/design.md, invariant 7)."""
+
+from __future__ import annotations
+
+import re
+import time
+
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient
+
+from runtime.names import FlowNames
+from tests.kafka_helpers import create_topic
+from tests.replication.scrape import free_port, sample, scrape
+from tests.replication.staging import (
+    assert_exactly_once,
+    await_records,
+    await_staging_complete,
+    read_source,
+)
+
+SOURCE_PARTITIONS = 3
+ENVELOPE_RECORDS = 5
+
+
+def _produce(bootstrap: str, topic: str, label: bytes, per_partition: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(per_partition * SOURCE_PARTITIONS):
+        producer.produce(topic, value=b"%s-%d" % (label, i), partition=i % SOURCE_PARTITIONS)
+    assert producer.flush(30) == 0
+
+
+def _committed(bootstrap: str, group: str, topic: str, partition: int) -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        [found] = consumer.committed([TopicPartition(topic, partition)], timeout=30)
+        return found.offset
+    finally:
+        consumer.close()
+
+
+def test_envelopes_deleted_before_stage_2_read_them_stop_their_partition_and_say_so(
+    source_cluster, target_cluster, unique_topic, roles, tmp_path
+):
+    topic = unique_topic("gap")
+    create_topic(source_cluster.bootstrap_servers, topic, SOURCE_PARTITIONS)
+    flow = unique_topic("flow").replace(".", "-")[-90:]
+    names = FlowNames(flow)
+    env = {
+        "KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS": source_cluster.bootstrap_servers,
+        "KAFKA_CLUSTERS_DESTINATION_BOOTSTRAP_SERVERS": target_cluster.bootstrap_servers,
+        "REPLICATION_TOPICS_INCLUDE": re.escape(topic),
+        "REPLICATION_FLOW": flow,
+        "REPLICATION_ENVELOPE_MAX_RECORDS": str(ENVELOPE_RECORDS),
+        "METRICS_PORT": "0",
+        "STATE_DIR": str(tmp_path / "state"),
+    }
+    _produce(source_cluster.bootstrap_servers, topic, b"before", 10)
+    replicator = roles.start("replicator", env)
+    deduplicator = roles.start("deduplicator", env)
+    await_records(target_cluster.bootstrap_servers, [topic], 10 * SOURCE_PARTITIONS)
+    assert deduplicator.terminate(30) == 0
+
+    # While stage 2 is down, stage 1 stages more envelopes; then retention (as delete-records
+    # does) takes the first envelope stage 2 has not read of one staging partition.
+    _produce(source_cluster.bootstrap_servers, topic, b"after", 20)
+    source = read_source(source_cluster.bootstrap_servers, [topic])
+    staged = await_staging_complete(target_cluster.bootstrap_servers, names.staging, source, 60)
+    lane_of = {(s.envelope.topic, s.envelope.partition): s.partition for s in staged}
+    lane = lane_of[(topic, 0)]
+    committed = _committed(
+        target_cluster.bootstrap_servers, names.deduplicator_group, names.staging, lane
+    )
+    assert committed >= 0
+    after_commit = [s for s in staged if s.partition == lane and s.offset >= committed]
+    assert len(after_commit) >= 2, "the lane needs envelopes past the hole"
+    admin = AdminClient({"bootstrap.servers": target_cluster.bootstrap_servers})
+    hole = TopicPartition(names.staging, lane, committed + 1)
+    admin.delete_records([hole])[hole].result(30)
+
+    for run in ("first", "again"):
+        port = str(free_port())
+        deduplicator = roles.start("deduplicator", {**env, "METRICS_PORT": port}, name=run)
+        deduplicator.wait_for_log("staging partition stopped", timeout_s=90)
+        log = deduplicator.log_text(since_start=True)
+        assert re.search(rf"reason=data_loss partition={lane} offset={committed}\b", log), log
+        assert "1 records were deleted before stage 2 read them" in log
+        metrics = scrape(port)
+        lost = sample(
+            metrics, "exactly_deduplicator_staging_records_lost_total", partition=str(lane)
+        )
+        assert lost == 1
+        stopped = sample(
+            metrics,
+            "exactly_deduplicator_partitions_stopped",
+            partition=str(lane),
+            reason="data_loss",
+        )
+        assert stopped == 1
+
+        # The other lanes go on; the stopped one keeps its commit point and nothing past the
+        # hole reaches the destination.
+        held = {key for key, at in lane_of.items() if at == lane}
+        expected = {
+            key: records
+            if key not in held
+            else [r for r in records if r.value.startswith(b"before")]
+            for key, records in source.items()
+        }
+        destination = await_records(
+            target_cluster.bootstrap_servers, [topic], sum(map(len, expected.values()))
+        )
+        assert_exactly_once(source_cluster, expected, destination)
+        assert (
+            _committed(
+                target_cluster.bootstrap_servers, names.deduplicator_group, names.staging, lane
+            )
+            == committed
+        )
+        assert deduplicator.terminate(30) == 0
+    assert replicator.terminate(30) == 0
+
+    # The runbook (docs/operations.md, ExactlyStagingPartitionStopped): stage 1 rewound to the
+    # source's start, stage 2 moved to the hole's end; then every record arrives, each once.
+    source_admin = AdminClient({"bootstrap.servers": source_cluster.bootstrap_servers})
+    _set_offsets(
+        source_admin, names.replicator_group, [TopicPartition(topic, p, 0) for p in range(3)]
+    )
+    _set_offsets(
+        admin, names.deduplicator_group, [TopicPartition(names.staging, lane, hole.offset)]
+    )
+    roles.start("replicator", env, name="rewound")
+    deduplicator = roles.start("deduplicator", env, name="moved")
+    destination = await_records(
+        target_cluster.bootstrap_servers, [topic], sum(map(len, source.values()))
+    )
+    assert_exactly_once(source_cluster, source, destination)
+    assert deduplicator.is_running()
+
+
+def _set_offsets(admin: AdminClient, group: str, offsets: list[TopicPartition]) -> None:
+    """As `kafka-consumer-groups --reset-offsets` does: refused while the group has members,
+    and a stopped role's static member stays until its session times out (45 s)."""
+    deadline = time.monotonic() + 120
+    while True:
+        request = ConsumerGroupTopicPartitions(group, offsets)
+        [future] = admin.alter_consumer_group_offsets([request]).values()
+        try:
+            errors = [tp.error for tp in future.result(30).topic_partitions if tp.error]
+        except KafkaException as exc:
+            errors = [exc]
+        if not errors:
+            return
+        assert time.monotonic() < deadline, f"{group}: {errors}"
+        time.sleep(1)
