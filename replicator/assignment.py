@@ -16,6 +16,7 @@ from collections.abc import Callable, MutableMapping
 from confluent_kafka import (
     OFFSET_BEGINNING,
     OFFSET_END,
+    OFFSET_INVALID,
     Consumer,
     KafkaError,
     KafkaException,
@@ -23,7 +24,7 @@ from confluent_kafka import (
 )
 
 from replicator.discovery import Discovered, TopicDiscovery
-from replicator.lanes import Lane, lane_of
+from replicator.lanes import Lane, committed_topic_id, lane_of
 from replicator.metrics import ReplicatorMetrics
 from runtime import call_retrying, get_logger
 
@@ -67,11 +68,38 @@ def read_assigned(
                 # Taking it for "never committed" would re-read or, with `latest`, skip: asked
                 # again (a retriable error) or the process stops, and its restart asks again.
                 raise KafkaException(tp.error)
+        found = discovery.describe({tp.topic for tp in committed})
+        committed = own_offsets(committed, found)
         fresh = [tp for tp in committed if tp.offset < 0]
         starts = start_offsets(consumer, fresh, start_from, started_at_ms)
-        return committed, discovery.describe({tp.topic for tp in committed}), starts
+        return committed, found, starts
 
     return call_retrying(assigned, deadline_s=ASSIGN_PATIENCE_S, on_retry=waiting)
+
+
+def own_offsets(committed: list[TopicPartition], found: Discovered) -> list[TopicPartition]:
+    """The committed offsets, each of the topic now under its name: one whose metadata names
+    another topic id (``replicator.lanes.commit_metadata``) was committed by a lane that read an
+    earlier topic of that name, deleted and recreated since, and is taken for "never
+    committed". Invariant 7: read from it, the new topic's records below it were skipped
+    unseen (Kafka deletes a deleted topic's offsets, but a lane still assigned under the old id
+    commits its positions onto the new topic, which the client follows by name)."""
+    own = []
+    for tp in committed:
+        topic = found.topics.get(tp.topic)
+        marked = committed_topic_id(tp.metadata)
+        if tp.offset >= 0 and topic is not None and marked not in (None, topic.topic_id.hex()):
+            log.warning(
+                "committed offset is of an earlier topic of this name; not read from",
+                topic=tp.topic,
+                partition=tp.partition,
+                offset=tp.offset,
+                committed_topic_id=marked,
+                topic_id=topic.topic_id.hex(),
+            )
+            tp = TopicPartition(tp.topic, tp.partition, OFFSET_INVALID)
+        own.append(tp)
+    return own
 
 
 def start_offsets(

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
@@ -100,9 +100,12 @@ class TopicDiscovery:
         not_ready = ensure_destinations(self._target_admin, changed, self._destination_defaults)
         for name, why in not_ready.items():
             log.warning("destination topic not ready; retrying", topic=name, error=str(why))
-            found.pop(name)
+            topic = found.pop(name)
             if (known := self.latest.topics.get(name)) is not None:
-                found[name] = known
+                # The partitions the destination is ready for, but the id just described: a
+                # topic recreated with another partition count is judged this round (invariant
+                # 7), not published under the old topic's id until its destination is ready.
+                found[name] = replace(known, topic_id=topic.topic_id)
         try:
             self._records.record_topic_ids(
                 {t.name: topic_id for t in found.values() if (topic_id := self._new_id(t))}
@@ -118,14 +121,27 @@ class TopicDiscovery:
         return self._publish(found)
 
     def describe(self, names: Collection[str]) -> Discovered:
-        """The latest answer, after learning topics assigned before discovery saw them (a
-        rebalance can be first). Called in the copy loop: it waits for the lock (a round under
-        way) only in that rare case."""
-        latest = self.latest
-        if all(name in latest.topics for name in names):
-            return latest
+        """The answer for partitions of ``names`` just assigned, described now. Called in the
+        copy loop's rebalance callback; it waits for the lock while a round is under way.
+
+        Never the last round's answer alone (invariant 7): a topic deleted and recreated since
+        that round is assigned under the same name, and a lane given the old topic's id would
+        copy the new topic's records as the old one's continuation. A changed id is judged here
+        as a round judges it: held back (the new lanes stop at once), or recorded under the
+        policy replicate before any lane of it starts. A failed record raises TopicSetupError:
+        nothing of the topic is copied before its id is recorded."""
+        if not names:
+            return self.latest  # an assignment that brings nothing new (a cooperative rejoin)
         with self._lock:
-            return self._publish({**self.latest.topics, **self._describe()})
+            found = {**self.latest.topics, **self._describe()}
+            self._records.record_topic_ids(
+                {
+                    name: topic_id
+                    for name in names
+                    if name in found and (topic_id := self._new_id(found[name]))
+                }
+            )
+            return self._publish(found)
 
     def _publish(self, topics: dict[str, SourceTopic]) -> Discovered:
         recreated = {

@@ -14,10 +14,27 @@ from collections import deque
 from dataclasses import dataclass, field
 
 LANE_FUNCTION = "crc32(topic NUL partition) mod partitions, v1"
+# Every source offset stage 1 commits carries the id of the topic its lane read, so that an
+# offset committed by a lane of a topic since deleted and recreated under its name is told from
+# one of the topic now there (invariant 7; replicator.assignment reads it back).
+_COMMIT_METADATA_PREFIX = "exactly.topic_id "
 
 
 def lane_of(topic: str, partition: int, staging_partitions: int) -> int:
     return zlib.crc32(f"{topic}\0{partition}".encode()) % staging_partitions
+
+
+def commit_metadata(topic_id: bytes) -> str:
+    """The metadata of a committed source offset: the id of the topic the lane read."""
+    return f"{_COMMIT_METADATA_PREFIX}{topic_id.hex()}"
+
+
+def committed_topic_id(metadata: str | None) -> str | None:
+    """The topic id (hex) a committed offset's metadata names; None for an offset committed
+    without it (by a stage 1 before this mark, or by hand)."""
+    if metadata and metadata.startswith(_COMMIT_METADATA_PREFIX):
+        return metadata.removeprefix(_COMMIT_METADATA_PREFIX)
+    return None
 
 
 @dataclass(slots=True)

@@ -23,7 +23,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 from envelope import RecordRow, encode_rows
 from replicator.access import consumer_refusal
 from replicator.assignment import REBALANCE_FLUSH_S, drop_all, lose, new_lanes, read_assigned
-from replicator.batching import Run, cut_runs, row_of
+from replicator.batching import Run, cut_runs, estimated_size, row_of
 from replicator.clients import consumer_config, report_client_error
 from replicator.consume_errors import on_message_error
 from replicator.copies import count_passed_over, without_copies
@@ -31,7 +31,7 @@ from replicator.discovery import Discovered, TopicDiscovery
 from replicator.discovery_thread import DiscoveryThread
 from replicator.errors import ReplicatorError
 from replicator.flowrecords import FlowRecords
-from replicator.lanes import Lane
+from replicator.lanes import Lane, commit_metadata
 from replicator.metrics import ReplicatorMetrics
 from replicator.session import StagingSession
 from replicator.stops import hold_recreated, stop_too_large
@@ -213,11 +213,11 @@ class Replicator:
             if not rows:
                 lane.passed_over(covers, time.monotonic())
                 return
-        self._send(lane, rows, covers)
-        self.metrics.records.labels(lane.topic).inc(len(rows))
-        self.metrics.bytes.labels(lane.topic).inc(size)
+        self._send(lane, rows, covers, size)
 
-    def _send(self, lane: Lane, rows: list[RecordRow], covers: int) -> None:
+    def _send(self, lane: Lane, rows: list[RecordRow], covers: int, size: int) -> None:
+        """Envelope ``rows`` (``size`` bytes, estimated) and produce it; the records and bytes
+        counters count it when staging acknowledges it (StagingSession.send)."""
         data = encode_rows(
             self.source_cluster_id,
             lane.topic,
@@ -234,11 +234,12 @@ class Replicator:
                 return
             # The size estimate was short (many small headers): halve and send in order.
             half = len(rows) // 2
-            self._send(lane, rows[:half], rows[half - 1][0])
+            first = sum(estimated_size(row) for row in rows[:half])
+            self._send(lane, rows[:half], rows[half - 1][0], first)
             if not lane.stopped:
-                self._send(lane, rows[half:], covers)
+                self._send(lane, rows[half:], covers, size - first)
             return
-        self.session.send(lane, data, rows[-1][0], covers)
+        self.session.send(lane, data, rows[-1][0], covers, len(rows), size)
 
     def _on_consumer_error(self, error: KafkaError) -> None:
         self._refused = self._refused or consumer_refusal(error, self._group)
@@ -286,7 +287,16 @@ class Replicator:
             lane for lane in lanes if lane.committable >= 0 and lane.committable > lane.committed
         ]
         if moved:  # step 3
-            offsets = [TopicPartition(ln.topic, ln.partition, ln.committable) for ln in moved]
+            # Each offset names the topic id its lane read (invariant 7): a lane still reading
+            # under the old id when its topic was deleted and recreated (the client follows the
+            # name) commits onto the new topic, and the next assignment must not take that
+            # offset for the new topic's (replicator.assignment.own_offsets).
+            offsets = [
+                TopicPartition(
+                    ln.topic, ln.partition, ln.committable, metadata=commit_metadata(ln.topic_id)
+                )
+                for ln in moved
+            ]
             try:
                 self.consumer.commit(offsets=offsets, asynchronous=why is Why.PERIODIC)
             except KafkaException as exc:

@@ -18,13 +18,16 @@ class ReplicatorMetrics:
         r = self.registry
         self.records = Counter(
             "exactly_replicator_records",
-            "Source records written into staging envelopes.",
+            "Source records in envelopes staging acknowledged. Not counted: records never "
+            "enveloped (the record that stopped its partition and those after it) and "
+            "envelopes refused or lost with their session. A record read again after a "
+            "session restart or a handover counts again when its new envelope is acknowledged.",
             ["topic"],
             registry=r,
         )
         self.bytes = Counter(
             "exactly_replicator_bytes",
-            "Key, value and header bytes of those records.",
+            "Key, value and header bytes of those records (estimated as envelopes are cut).",
             ["topic"],
             registry=r,
         )

@@ -46,13 +46,21 @@ class StagingSession:
     def new_producer(self) -> Producer:
         return Producer(producer_config(self.settings, self.staging, self._on_producer_error))
 
-    def send(self, lane: Lane, data: bytes, last_record: int, covers: int) -> None:
-        """Produce one envelope of ``lane`` to its staging partition."""
+    def send(
+        self, lane: Lane, data: bytes, last_record: int, covers: int, records: int, size: int
+    ) -> None:
+        """Produce one envelope of ``lane`` to its staging partition, holding ``records``
+        source records of ``size`` bytes (counted once staging acknowledges it)."""
         flight = lane.sent(last_record, covers, time.monotonic())
         session = self.number
 
         def delivered(error: KafkaError | None, _message: Message) -> None:
-            self._delivered(error, lane, flight, session)
+            if self._delivered(error, lane, flight, session):
+                # Counted here, not when sent: an envelope never produced, lost with its
+                # session or refused is not a copy, and its records are read again (invariant
+                # 2); those of a stopped lane never reach staging (invariant 7).
+                self.metrics.records.labels(lane.topic).inc(records)
+                self.metrics.bytes.labels(lane.topic).inc(size)
 
         try:
             produced = produce_when_room(
@@ -80,15 +88,16 @@ class StagingSession:
 
     def _delivered(
         self, error: KafkaError | None, lane: Lane, flight: InFlight, session: int
-    ) -> None:
+    ) -> bool:
+        """Apply a delivery report; True when it acknowledges an envelope of this session."""
         if session != self.number:
-            return  # a dropped producer's late report: its lanes have rewound already
+            return False  # a dropped producer's late report: its lanes have rewound already
         if error is not None:
             denied = delivery_refusal(error, self.staging.name)
             if denied is not None:
                 self.refused = denied  # no session mends a missing ACL
                 self.error = self.error or f"refused:{error.name()}"
-                return
+                return False
             # Invariant 2: ANY delivery error ends the session, never a retry of one envelope.
             if self.error is None:
                 self.error = f"delivery_error:{error.name()}"
@@ -99,8 +108,9 @@ class StagingSession:
                     last_offset=flight.last_offset,
                     error=error.str(),
                 )
-            return
+            return False
         lane.acknowledged(flight)
+        return True
 
     def watch_for_stall(self, now: float) -> None:
         oldest = min(

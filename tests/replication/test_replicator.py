@@ -17,7 +17,7 @@ from replicator.topics import DESTINATION_MIN_MAX_MESSAGE_BYTES
 from runtime.names import FlowNames
 from tests.kafka_helpers import await_partitions, create_topic
 from tests.replication.datamix import ContinuousProducer, create_data_mix
-from tests.replication.scrape import free_port, sample, scrape
+from tests.replication.scrape import await_metric, free_port, sample, scrape
 from tests.replication.staging import (
     await_staging_complete,
     read_source,
@@ -425,6 +425,10 @@ def test_a_record_too_large_for_staging_stops_its_partition_and_says_so(
         )
         == 1
     )
+    # Copied means acknowledged in staging: not the record that stopped its partition, nor any
+    # after it (the counter once counted every record of the envelope it stopped on).
+    port = replicator.env["METRICS_PORT"]
+    assert await_metric(port, "exactly_replicator_records_total", 20, topic=topic) == 20
     assert replicator.terminate(30) == 0
 
 

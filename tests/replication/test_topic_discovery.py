@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from replicator import discovery, loop
@@ -28,6 +28,7 @@ from tests.kafka_helpers import create_topic
 from tests.replication.staging import (
     await_staging_complete,
     read_source,
+    read_staging,
     topic_ids,
     verify_staging,
 )
@@ -217,3 +218,102 @@ def test_a_topic_recreated_under_running_partitions_ends_stage_1_under_the_polic
     records.load(admin_client(stage.settings.destination), lambda new: None)
     new_id = topic_ids(source_cluster.bootstrap_servers, [topic])[topic]
     assert records.topic_id(topic) == new_id.hex()
+
+
+def _events(caplog: pytest.LogCaptureFixture, message: str) -> list[dict[str, Any]]:
+    return [
+        dict(r.event_fields)  # type: ignore[attr-defined]
+        for r in caplog.records
+        if r.getMessage() == message
+    ]
+
+
+def _committed(bootstrap: str, group: str, topic: str) -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        [found] = consumer.committed([TopicPartition(topic, 0)], timeout=10)
+    finally:
+        consumer.close()
+    return int(found.offset)
+
+
+def _staged_under(bootstrap: str, staging: str, topic: str, topic_id: bytes) -> dict[int, bytes]:
+    return {
+        record.offset: record.value
+        for item in read_staging(bootstrap, staging)
+        if item.envelope.topic == topic and item.envelope.topic_id == topic_id
+        for record in item.envelope.records
+    }
+
+
+def test_a_topic_recreated_between_two_rounds_stops_and_is_then_replicated_from_its_start(
+    source_cluster, target_cluster, unique_topic, held, stages, caplog
+):
+    """Deleted and recreated between two discovery rounds, under a running partition: the
+    client follows the name and the lane reads the new topic on from the old one's position,
+    committing it (docs/design.md invariant 7). The next round stops the partition; and when
+    the operator chooses REPLICATION_ON_TOPIC_RECREATED=replicate, the new topic is copied from
+    its first record, not from the offset the old topic's lane committed onto it."""
+    source, target = source_cluster.bootstrap_servers, target_cluster.bootstrap_servers
+    topic = unique_topic("between")
+    create_topic(source, topic, 1)
+    producer = Producer({"bootstrap.servers": source})
+    for i in range(20):
+        producer.produce(topic, value=b"old-%d" % i)
+    assert producer.flush(30) == 0
+    env = _env(source_cluster, target_cluster, unique_topic, topic)
+    stage = StageOne(env)
+    stages.append(stage)
+    stage.await_assigned(1)
+    staging, group = stage.settings.names.staging, stage.settings.names.replicator_group
+    await_staging_complete(target, staging, read_source(source, [topic]), 30)
+
+    held.hold.set()  # no round between the deletion and the new topic's first records
+    assert held.held.wait(30), "no discovery round after start-up"
+    admin = AdminClient({"bootstrap.servers": source})
+    admin.delete_topics([topic])[topic].result(30)
+    deadline = time.monotonic() + 30
+    while topic in admin.list_topics(timeout=10).topics:
+        assert time.monotonic() < deadline, "topic not deleted"
+        time.sleep(0.2)
+    create_topic(source, topic, 1)
+    for i in range(50):
+        producer.produce(topic, value=b"new-%d" % i)
+    assert producer.flush(30) == 0
+    new_id = topic_ids(source, [topic])[topic]
+    # The path under test: the lane, still under the old id, commits its position onto the
+    # new topic (Kafka deleted the old topic's offsets with it).
+    deadline = time.monotonic() + 30
+    while _committed(source, group, topic) < 50:
+        assert time.monotonic() < deadline, "the old lane committed nothing onto the new topic"
+        time.sleep(0.5)
+    held.release.set()
+
+    # The next round: the partition stops, with a line and the gauge.
+    deadline = time.monotonic() + 30
+    while not (stopped := _events(caplog, "source partition stopped")):
+        assert time.monotonic() < deadline, "partition not stopped"
+        time.sleep(0.2)
+    assert [(e["topic"], e["partition"], e["reason"]) for e in stopped] == [
+        (topic, 0, "topic_recreated")
+    ]
+    registry = stage.replicator.metrics.registry
+    labels = {"topic": topic, "partition": "0", "reason": "topic_recreated"}
+    assert registry.get_sample_value("exactly_replicator_partitions_stopped", labels) == 1
+    assert stage.stop() is None
+
+    # The operator chooses the new topic: all of it reaches staging under its own id.
+    caplog.clear()
+    again = StageOne({**env, "REPLICATION_ON_TOPIC_RECREATED": "replicate"})
+    stages.append(again)
+    expected = {i: b"new-%d" % i for i in range(50)}
+    deadline = time.monotonic() + 60
+    while (staged := _staged_under(target, staging, topic, new_id)) != expected:
+        assert time.monotonic() < deadline, f"new topic staged at offsets {sorted(staged)}"
+        assert again.error is None, repr(again.error)
+        time.sleep(0.5)
+    [ignored] = _events(
+        caplog, "committed offset is of an earlier topic of this name; not read from"
+    )
+    assert (ignored["topic"], ignored["offset"], ignored["topic_id"]) == (topic, 50, new_id.hex())
+    assert again.stop() is None

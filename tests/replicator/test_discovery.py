@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Uuid
 
+from replicator import discovery as discovery_module
 from replicator import topics
 from replicator.discovery import TopicDiscovery
 from replicator.errors import TopicSetupError
@@ -152,3 +153,66 @@ def test_a_topic_id_the_target_cannot_record_fails_the_round_and_the_next_record
     assert found is not None
     assert set(found.topics) == {TOPIC}
     assert records.topic_id(TOPIC) == topics.topic_id_bytes(TOPIC_ID).hex()
+
+
+NEW_TOPIC_ID = Uuid(0x1111111111111111, 0x2222222222222222)
+
+
+def _described_anew() -> concurrent.futures.Future[Any]:
+    """The topic deleted and recreated under its name: same partitions, another id."""
+    return _answered(SimpleNamespace(partitions=[0, 1, 2], topic_id=NEW_TOPIC_ID))
+
+
+def test_partitions_assigned_after_a_recreation_get_the_new_id_and_are_held_at_once():
+    """A rebalance between two rounds assigns the recreated topic's partitions: given the last
+    round's answer, their lanes took the old id and copied the new topic as the old one's
+    continuation until the next round (invariant 7)."""
+    discovery = _discovery(SourceAdmin([_described(), _described_anew()]))
+    assert discovery.refresh() is not None
+
+    found = discovery.describe({TOPIC})
+
+    assert found.topics[TOPIC].topic_id == topics.topic_id_bytes(NEW_TOPIC_ID)
+    assert TOPIC in found.recreated  # replicator.stops.hold_recreated stops the new lanes
+    old = topics.topic_id_bytes(TOPIC_ID).hex()
+    assert discovery._records.topic_id(TOPIC) == old  # the policy stop records nothing
+
+
+def test_under_the_policy_replicate_an_assignment_records_the_new_id_before_its_lanes_start(
+    monkeypatch,
+):
+    discovery = _discovery(SourceAdmin([_described(), _described_anew()]))
+    replicate = discovery._settings.model_copy(update={"on_topic_recreated": "replicate"})
+    monkeypatch.setattr(discovery, "_settings", replicate)
+    records = discovery._records
+    monkeypatch.setattr(records, "_write", records._values.update)
+    assert discovery.refresh() is not None
+
+    found = discovery.describe({TOPIC})
+
+    new = topics.topic_id_bytes(NEW_TOPIC_ID)
+    assert found.topics[TOPIC].topic_id == new
+    assert dict(found.recreated) == {}
+    assert records.topic_id(TOPIC) == new.hex()
+
+
+def test_a_recreated_topic_whose_destination_is_not_ready_is_judged_under_its_new_id(
+    monkeypatch,
+):
+    """Recreated with more partitions, its destination not grown yet: the round keeps the
+    partitions the destination is ready for, never the old topic's id."""
+    grown = _answered(SimpleNamespace(partitions=[0, 1, 2, 3], topic_id=NEW_TOPIC_ID))
+    discovery = _discovery(SourceAdmin([_described(), grown]))
+    assert discovery.refresh() is not None
+    monkeypatch.setattr(
+        discovery_module,
+        "ensure_destinations",
+        lambda _admin, changed, _defaults: {t.name: TimeoutError("not yet") for t in changed},
+    )
+
+    found = discovery.refresh()
+
+    assert found is not None
+    assert found.topics[TOPIC].partitions == 3
+    assert found.topics[TOPIC].topic_id == topics.topic_id_bytes(NEW_TOPIC_ID)
+    assert TOPIC in found.recreated
