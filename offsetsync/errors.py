@@ -21,3 +21,9 @@ class ReadTimeoutError(OffsetSyncError):
 class NoOffsetsError(OffsetSyncError):
     """Not one group's offset fetch was answered in a cycle's first step (offsetsync/loop.py):
     the client is taken for broken."""
+
+
+class StaleLeadershipError(OffsetSyncError):
+    """Partitions answered that this client's idea of their leader is out of date: raised once
+    every step of the cycle has run (the other partitions synced), so that failed cycles in a
+    row make the clients anew (offsetsync/loop.py)."""

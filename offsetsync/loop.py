@@ -35,11 +35,19 @@ from confluent_kafka import KafkaError, KafkaException
 from offsetsync.cache import CachedTranslations
 from offsetsync.checkpoints import Checkpoint, CheckpointWriter
 from offsetsync.clients import SyncClients
-from offsetsync.errors import NoOffsetsError, OffsetSyncError
+from offsetsync.errors import NoOffsetsError, OffsetSyncError, StaleLeadershipError
+from offsetsync.flow_meta import LeftOutTopics
 from offsetsync.groups import GROUP_ACTIVE, GroupOffsets, is_idle, translated_metadata
 from offsetsync.metrics import GROUP_STATES, OffsetSyncMetrics
 from offsetsync.reading import Key
-from offsetsync.translate import BehindRetention, Request, Translated, Translation, Waiting
+from offsetsync.translate import (
+    BehindRetention,
+    Request,
+    Translated,
+    Translation,
+    Unavailable,
+    Waiting,
+)
 from runtime import RetriableKafkaError, Settings, get_logger, translate_kafka_errors
 
 log = get_logger("offsetsync")
@@ -125,6 +133,12 @@ class OffsetSync:
         self._waiting: dict[GroupPartition, float] = {}  # since (monotonic), by source partition
         self._waited: set[GroupPartition] = set()  # warned about, by source partition
         self._translations = CachedTranslations()
+        self._left_out = LeftOutTopics(settings.names.meta)
+        self._left_out_now: set[str] = set()  # as of this cycle's read of the meta topic
+        self._left_out_warned: set[str] = set()  # source topics, while they stay left out
+        # Partitions that could not be read, warned about while that lasts: (cluster, partition).
+        self._unavailable: set[tuple[str, Key]] = set()
+        self._stale: set[tuple[str, Key]] = set()  # this cycle's, of those
 
     def run(self) -> None:
         interval_s = self._settings.sync_interval_ms / 1000
@@ -156,6 +170,8 @@ class OffsetSync:
         step has run: it fails the cycle, not the groups after it."""
         self._clients.serve_callbacks()
         self._checkpoints.serve_callbacks()
+        self._stale = set()
+        self._refresh_left_out()
         listed = sorted(
             g for g in self._clients.source_groups.states() if self._settings.syncs_group(g)
         )
@@ -208,12 +224,21 @@ class OffsetSync:
             waiting=answered["Waiting"],
             behind_retention=answered["BehindRetention"],
             no_source_partition=answered["none"],
+            unavailable=answered["Unavailable"],
             to_move=to_move,
         )
         for state in GROUP_STATES:
             self._metrics.groups.labels(state).set(sum(s == state for s in states.values()))
         if refused:
             raise KafkaException(refused[0])
+        if self._stale:
+            # Left out like a partition without a leader, but a client that stays out of date
+            # (after a broker restart) is mended only by a new one: failed cycles make it.
+            cluster, (topic, partition) = min(self._stale)
+            raise StaleLeadershipError(
+                f"{len(self._stale)} partitions answered that this client's idea of their "
+                f"leader is out of date, {cluster} {topic}[{partition}] first"
+            )
 
     def _moves(
         self,
@@ -233,7 +258,9 @@ class OffsetSync:
             states.setdefault(group, "synced")
             translation = translations.get(request)
             answered["none" if translation is None else type(translation).__name__] += 1
-            if not isinstance(translation, Waiting):
+            self._readable_again(request, translation)
+            if not isinstance(translation, Waiting | Unavailable):
+                # Unavailable says nothing of replication: a wait goes on until it is told.
                 self._stop_waiting(group, source_key)
             if isinstance(translation, Translated):
                 destination_key = (request.destination_topic, request.partition)
@@ -264,7 +291,9 @@ class OffsetSync:
         for group, offsets in fetched.items():
             for (topic, partition), committed in offsets.offsets.items():
                 if topic not in destinations:
-                    destinations[topic] = self._destination_of(topic)
+                    destinations[topic] = (
+                        None if self._is_left_out(topic) else self._destination_of(topic)
+                    )
                 destination_topic = destinations[topic]
                 if destination_topic is None:
                     continue
@@ -343,6 +372,57 @@ class OffsetSync:
                 )
             return None
 
+    def _refresh_left_out(self) -> None:
+        """Stage 1's left-out topics as the meta topic has them now; a topic no longer left out
+        (renamed apart, or the other topic gone and this one replicated) is said so once."""
+        self._left_out.refresh(self._clients.destination_reader)
+        left_out = self._left_out_now = self._left_out.left_out()
+        for topic in sorted(self._left_out_warned - left_out):
+            log.info(
+                "source topic no longer left out by stage 1: its offsets are synced", topic=topic
+            )
+        self._left_out_warned &= left_out
+        self._metrics.topics_left_out.set(len(left_out))
+
+    def _is_left_out(self, topic: str) -> bool:
+        """Whether stage 1 left ``topic`` out (its destination name collides with another's):
+        its destination holds the other topic's copies, and a translation onto them would move
+        the group there to a wrong place. Warned once while it lasts."""
+        if topic not in self._left_out_now:
+            return False
+        if topic not in self._left_out_warned:
+            self._left_out_warned.add(topic)
+            log.warning(
+                "source topic left out by stage 1 (its destination name collides with another "
+                "topic's): groups' offsets on it are not synced",
+                topic=topic,
+                destination=self._destination_or_none(topic),
+            )
+        return True
+
+    def _destination_or_none(self, topic: str) -> str | None:
+        try:
+            return self._settings.destination_topic(topic)
+        except ValueError:
+            return None
+
+    def _readable_again(self, request: Request, translation: Translation | None) -> None:
+        """A partition warned about as unavailable that answered: said once."""
+        if isinstance(translation, Unavailable) or translation is None:
+            return
+        keys = [("source", (request.source_topic, request.partition))]
+        if isinstance(translation, Translated | Waiting):  # the destination was read too
+            keys.append(("target", (request.destination_topic, request.partition)))
+        for cluster, key in keys:
+            if (cluster, key) in self._unavailable:
+                self._unavailable.discard((cluster, key))
+                log.info(
+                    "partition readable again: its groups' offsets are synced",
+                    cluster=cluster,
+                    topic=key[0],
+                    partition=key[1],
+                )
+
     def _reconfirm_due(self, key: GroupPartition) -> bool:
         """Whether an unchanged translation's target offset is to be looked at again."""
         since = time.monotonic() - self._confirmed_at.get(key, -math.inf)
@@ -367,6 +447,23 @@ class OffsetSync:
             if states[group] == "synced":
                 states[group] = "waiting"
             self._still_waiting(group, source_key, translation)
+        elif isinstance(translation, Unavailable):
+            _hold(states, group, "unavailable")
+            self._metrics.unavailable.labels(translation.cluster).inc()
+            key = (translation.cluster, (translation.topic, translation.partition))
+            if translation.stale:
+                self._stale.add(key)
+            if key not in self._unavailable:  # once a partition, not once a group partition
+                self._unavailable.add(key)
+                log.warning(
+                    "partition could not be read: groups' offsets on it are not synced this "
+                    "cycle (nothing committed for it); the others are, and the next cycle asks "
+                    "again",
+                    cluster=translation.cluster,
+                    topic=translation.topic,
+                    partition=translation.partition,
+                    reason=translation.reason,
+                )
         elif isinstance(translation, BehindRetention):
             _hold(states, group, "behind_retention")
             _warn_once(
@@ -475,6 +572,8 @@ class OffsetSync:
                 elif error.code() in GROUP_ACTIVE:
                     self._skip_active(group, [move], states)
                 else:
+                    # Not on the target: "synced" would say it is.
+                    _hold(states, group, "commit_refused")
                     failures.append(error)
             if committed:
                 log.debug("offsets committed on the target", group=group, partitions=committed)

@@ -12,7 +12,15 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 _LAG_BUCKETS = (0.1, 0.25, 0.5, 1, 2, 3, 4, 5, 7.5, 10, 15, 30, 60, 120, 300)
 _CYCLE_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
-GROUP_STATES = ("synced", "waiting", "active_on_target", "behind_retention", "target_unknown")
+GROUP_STATES = (
+    "synced",
+    "waiting",
+    "active_on_target",
+    "behind_retention",
+    "target_unknown",
+    "unavailable",
+    "commit_refused",
+)
 
 
 class OffsetSyncMetrics:
@@ -25,7 +33,10 @@ class OffsetSyncMetrics:
             "offset is on the target), waiting (a partition waits for replication), "
             "active_on_target (members there: not moved, checkpointed), behind_retention (a "
             "partition's committed offset is below the source's log start), target_unknown "
-            "(the target did not tell where the group is on a partition: not moved).",
+            "(the target did not tell where the group is on a partition: not moved), "
+            "unavailable (a source or destination partition could not be read: left for the "
+            "next cycle), commit_refused (the target refused or did not answer a commit of it "
+            "for a reason other than members there: not moved, the next cycle tries again).",
             ["state"],
             registry=r,
         )
@@ -76,6 +87,21 @@ class OffsetSyncMetrics:
             "open): never committed over an offset we do not know.",
             registry=r,
         )
+        self.unavailable = Counter(
+            "exactly_offsetsync_partitions_unavailable",
+            "Group partition offsets not translated in a cycle because their source or "
+            "destination partition could not be read (no leader, or a retriable error of its "
+            "own): left for the next cycle, the other partitions translated.",
+            ["cluster"],
+            registry=r,
+        )
+        self.topics_left_out = Gauge(
+            "exactly_offsetsync_topics_left_out",
+            "Source topics whose groups' offsets are not translated because stage 1 left them "
+            "out (their destination name collides with another topic's): the destination "
+            "holds the other topic's copies.",
+            registry=r,
+        )
         self.cycle_seconds = Histogram(
             "exactly_offsetsync_cycle_seconds",
             "Time of one sync cycle: list, translate, commit.",
@@ -103,6 +129,7 @@ class OffsetSyncMetrics:
             self.groups.labels(state)
         for cluster in ("source", "target"):
             self.requests.labels(cluster)
+            self.unavailable.labels(cluster)
 
     def request_counter(self, cluster: str) -> Callable[[str], None]:
         """A librdkafka ``stats_cb`` for one client: adds the requests it sent since its last

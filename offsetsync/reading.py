@@ -26,7 +26,14 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from offsetsync.errors import ReadTimeoutError
-from runtime import LIBRDKAFKA_LOG, kafka_error_of
+from runtime import (
+    LIBRDKAFKA_LOG,
+    ErrorClass,
+    PartitionAnswer,
+    classify,
+    kafka_error_of,
+    partition_answer,
+)
 from runtime.topics import admin_result
 
 # (topic, partition)
@@ -40,6 +47,23 @@ _BATCH = 500
 # consume() waits for a full batch or this long: short, because a cycle's reads are small and
 # its partitions finish at different times.
 _POLL_S = 0.01
+
+
+class Bounds(dict[Key, tuple[int, int]]):
+    """Log start and last stable offset of each partition that could be asked; ``unavailable``:
+    the partitions that could not be (no leader, or a retriable error of their own), each with
+    why; ``stale``: those of them whose answer says this client's idea of their leader is out
+    of date (a new client mends that: offsetsync.loop). A partition in none does not exist."""
+
+    def __init__(
+        self,
+        found: Mapping[Key, tuple[int, int]],
+        unavailable: Mapping[Key, str],
+        stale: Collection[Key] = (),
+    ) -> None:
+        super().__init__(found)
+        self.unavailable = dict(unavailable)
+        self.stale = set(stale)
 
 
 class Cursor(Protocol):
@@ -99,14 +123,24 @@ class ClusterReader:
         """Deliver queued statistics; between reads nothing else would, and they pile up."""
         self._consumer.poll(0)
 
-    def bounds(self, keys: Collection[Key]) -> dict[Key, tuple[int, int]]:
+    def bounds(self, keys: Collection[Key]) -> Bounds:
         """Log start and last stable offset of each partition; a partition that does not exist
-        (a topic not yet created on the destination) is left out."""
+        (a topic not yet created on the destination) is left out, and one that could not be
+        asked this time (no leader) is ``unavailable``: one partition's trouble is not every
+        partition's (the caller leaves it for the next cycle)."""
         if not keys:
-            return {}
-        low = self._list_offsets(keys, OffsetSpec.earliest())
-        high = self._list_offsets(keys, OffsetSpec.latest())
-        return {key: (low[key], high[key]) for key in low.keys() & high.keys()}
+            return Bounds({}, {})
+        unavailable: dict[Key, str] = {}
+        stale: set[Key] = set()
+        low = self._list_offsets(keys, OffsetSpec.earliest(), unavailable, stale)
+        # Only what the first lookup found: the others are not there, or not to be read now.
+        high = (
+            self._list_offsets(low.keys(), OffsetSpec.latest(), unavailable, stale) if low else {}
+        )
+        found = {
+            key: (low[key], high[key]) for key in low.keys() & high.keys() if key not in unavailable
+        }
+        return Bounds(found, unavailable, stale)
 
     def offsets_for_times(self, timestamps: Mapping[Key, int]) -> dict[Key, int]:
         """The first offset of each partition whose timestamp is at or after the one given;
@@ -229,25 +263,66 @@ class ClusterReader:
         self._consumer.pause([paused])
         self._paused.append(paused)
 
-    def _list_offsets(self, keys: Collection[Key], spec: OffsetSpec) -> dict[Key, int]:
+    def _list_offsets(
+        self,
+        keys: Collection[Key],
+        spec: OffsetSpec,
+        unavailable: dict[Key, str],
+        stale: set[Key],
+    ) -> dict[Key, int]:
+        """The offsets of ``keys`` at ``spec``; a partition that could not be asked goes to
+        ``unavailable`` with why. Raised: a fatal error, or a retriable one of every partition
+        asked (the cluster or the client, not a partition: the cycle fails, and failed cycles
+        make the clients anew)."""
         futures = self._admin.list_offsets(
             {TopicPartition(t, p): spec for t, p in keys},
             isolation_level=IsolationLevel.READ_COMMITTED,
             request_timeout=_TIMEOUT_S,
         )
         offsets = {}
+        failed: dict[Key, KafkaException] = {}
+        no_leader_found: list[Key] = []
         # One deadline of our own for them all: librdkafka leaves a request to a broker that left
         # the cluster unanswered (offsetsync.groups.states).
         deadline = time.monotonic() + _TIMEOUT_S + 2
         for tp, future in futures.items():
+            key = (tp.topic, tp.partition)
             try:
                 answer = admin_result(future, max(0.0, deadline - time.monotonic()))
-                offsets[(tp.topic, tp.partition)] = answer.offset
+                offsets[key] = answer.offset
             except KafkaException as exc:
-                if kafka_error_of(exc).code() not in _ABSENT:
+                error = kafka_error_of(exc)
+                answer_of = partition_answer(error)
+                if answer_of is PartitionAnswer.ABSENT:
+                    continue  # its requests wait (destination) or are skipped
+                if error.code() == KafkaError._NOENT:
+                    # librdkafka's answer for every partition when not one of those asked has a
+                    # leader: a topic not created yet alone says so too.
+                    no_leader_found.append(key)
+                elif answer_of in (PartitionAnswer.NO_LEADER, PartitionAnswer.STALE_LEADER):
+                    # Left for the next cycle, whatever the others answered; a stale leader
+                    # then fails the cycle, so that failed cycles make the clients anew.
+                    unavailable[key] = error.str()
+                    if answer_of is PartitionAnswer.STALE_LEADER:
+                        stale.add(key)
+                elif classify(error) is ErrorClass.RETRIABLE:
+                    failed[key] = exc
+                else:
                     raise
+        if failed and not offsets and len(failed) == len(futures):
+            raise next(iter(failed.values()))
+        unavailable.update((key, kafka_error_of(exc).str()) for key, exc in failed.items())
+        if no_leader_found:
+            unavailable.update(self._without_leader(no_leader_found))
         return offsets
 
-
-# A partition or topic that is not there: its requests wait (destination) or are skipped.
-_ABSENT = frozenset({KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION})
+    def _without_leader(self, keys: Collection[Key]) -> dict[Key, str]:
+        """Which of ``keys`` (librdkafka found no leader for any of them) exist without a leader:
+        the cluster's metadata tells them from partitions not there (those are left out)."""
+        topics = self._admin.list_topics(timeout=_TIMEOUT_S).topics
+        found = {}
+        for topic, partition in keys:
+            metadata = topics.get(topic)
+            if metadata is not None and partition in metadata.partitions:
+                found[(topic, partition)] = "partition leader not available (no leader found)"
+        return found

@@ -32,8 +32,15 @@ from dataclasses import dataclass
 from confluent_kafka import Message
 
 from envelope.provenance import carries_provenance, find_provenance
-from offsetsync.reading import KEEP, STOP, ClusterReader, Key
-from offsetsync.translation import BehindRetention, Request, Translated, Translation, Waiting
+from offsetsync.reading import KEEP, STOP, Bounds, ClusterReader, Key
+from offsetsync.translation import (
+    BehindRetention,
+    Request,
+    Translated,
+    Translation,
+    Unavailable,
+    Waiting,
+)
 
 # Records read through rather than sought over: a seek costs a round trip, reading 500 small
 # records costs about as much.
@@ -69,6 +76,13 @@ def translate_all(
     answers: dict[Request, Translation] = {}
     wanted: dict[Key, set[int]] = defaultdict(set)
     for key, partition_requests in by_partition.items():
+        if key in bounds.unavailable:
+            # Left for the next cycle, the other partitions translated now.
+            for request in partition_requests:
+                answers[request] = Unavailable(
+                    "source", *key, bounds.unavailable[key], stale=key in bounds.stale
+                )
+            continue
         if key not in bounds:
             continue  # the topic is gone from the source: nothing to translate
         log_start, end = bounds[key]
@@ -78,18 +92,31 @@ def translate_all(
             elif request.committed < end:
                 wanted[key].add(request.committed)
     located, targets, passed_copies = _locate(source, by_partition, bounds, answers, wanted)
-    copies = _find_copies(destination, targets, source_cluster_id, header)
-    empty_starts = _log_starts(
-        destination, {(r.destination_topic, r.partition) for r, m in located.items() if m is None}
+    copies, copy_bounds = _find_copies(destination, targets, source_cluster_id, header)
+    empty_starts = destination.bounds(
+        {(r.destination_topic, r.partition) for r, m in located.items() if m is None}
     )
+    unavailable = copy_bounds.unavailable | empty_starts.unavailable
+    stale = copy_bounds.stale | empty_starts.stale
     for request, record in located.items():
         destination_key = (request.destination_topic, request.partition)
+        if destination_key in unavailable:
+            # Not "waiting": nothing is known of the copy, and no guess is committed.
+            answers[request] = Unavailable(
+                "target",
+                *destination_key,
+                unavailable[destination_key],
+                stale=destination_key in stale,
+            )
+            continue
         if record is None:
             # Not one readable record of the source's own in the partition below its end: the
             # group reads whatever the destination holds, once the destination partition exists.
-            start = empty_starts.get(destination_key)
+            bounds_there = empty_starts.get(destination_key)
             answers[request] = (
-                Waiting(request.committed) if start is None else Translated(start, exact=False)
+                Waiting(request.committed)
+                if bounds_there is None
+                else Translated(bounds_there[0], exact=False)
             )
             continue
         copy = copies.get((destination_key, record.offset()))
@@ -347,9 +374,10 @@ def _find_copies(
     targets: Mapping[Key, Mapping[int, Message]],
     source_cluster_id: str,
     header: bool,
-) -> dict[tuple[Key, int], _Copy]:
+) -> tuple[dict[tuple[Key, int], _Copy], Bounds]:
     """The copy of each record (by destination partition and source offset); a record whose copy
-    is not committed yet is left out."""
+    is not committed yet is left out. And the destination partitions' bounds (with those that
+    could not be read this time)."""
     found: dict[tuple[Key, int], _Copy] = {}
     bounds = destination.bounds(targets)
     cursors = {
@@ -373,7 +401,7 @@ def _find_copies(
             # Records with no copy found at all wait for it (never a guess beyond stage 2).
             by_timestamp[key] = cursor.unsure
     found.update(_timestamp_answers(destination, by_timestamp))
-    return found
+    return found, bounds
 
 
 def _timestamp_answers(
@@ -393,10 +421,6 @@ def _timestamp_answers(
                 answers[(key, record.offset())] = _Copy(offsets[key], None)
         queues = {key: queue for key, queue in queues.items() if queue}
     return answers
-
-
-def _log_starts(destination: ClusterReader, keys: Collection[Key]) -> dict[Key, int]:
-    return {key: low for key, (low, _end) in destination.bounds(keys).items()}
 
 
 def translate(
@@ -422,6 +446,7 @@ __all__ = [
     "Request",
     "Translated",
     "Translation",
+    "Unavailable",
     "Waiting",
     "translate",
     "translate_all",

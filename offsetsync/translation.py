@@ -1,4 +1,4 @@
-"""What offset translation (offsetsync/translate.py) is asked, and its three answers."""
+"""What offset translation (offsetsync/translate.py) is asked, and its four answers."""
 
 from __future__ import annotations
 
@@ -36,4 +36,18 @@ class BehindRetention:
     log_start: int
 
 
-Translation = Translated | Waiting | BehindRetention
+@dataclass(frozen=True, slots=True)
+class Unavailable:
+    """The source or destination partition could not be read this time (no leader, or a
+    retriable error of its own): nothing is known of it, so nothing is decided on it; the next
+    cycle asks again."""
+
+    cluster: str  # "source" or "target"
+    topic: str
+    partition: int
+    reason: str
+    # The answer says the client's idea of the partition's leader is out of date.
+    stale: bool = False
+
+
+Translation = Translated | Waiting | BehindRetention | Unavailable

@@ -17,10 +17,12 @@ from runtime.fenced_joins import FencedJoins
 from runtime.http import Health, HttpServer, HttpServerError, serve_http
 from runtime.kafka_errors import (
     ErrorClass,
+    PartitionAnswer,
     call_retrying,
     classify,
     kafka_error_of,
     member_fenced,
+    partition_answer,
     producer_mendable,
     raise_if_refused,
     refusal,
@@ -53,6 +55,7 @@ __all__ = [
     "HttpServerError",
     "KafkaClientError",
     "NotAuthorizedError",
+    "PartitionAnswer",
     "RetriableKafkaError",
     "Settings",
     "abort_or_replace",
@@ -68,6 +71,7 @@ __all__ = [
     "load_settings",
     "log_client_error",
     "member_fenced",
+    "partition_answer",
     "produce_when_room",
     "producer_mendable",
     "raise_if_refused",

@@ -35,7 +35,8 @@ ExactlyError                        root: every package's errors derive from it
 │   └── RestoreTimeoutError         a partition's state was not restored within the deadline
 ├── OffsetSyncError                 offset sync
 │   ├── ReadTimeoutError            a cycle's reads did not reach their end in time
-│   └── NoOffsetsError              a cycle's first fetch answered for no group
+│   ├── NoOffsetsError              a cycle's first fetch answered for no group
+│   └── StaleLeadershipError        partitions' leaders this client knows wrong: new clients
 ├── ValidatorError                  the audit (exit 3 unless a subclass says otherwise)
 │   ├── InputError                  bad input: a cluster out of reach, an unknown topic (exit 2)
 │   ├── IncompleteError             the audit could not finish: no verdict (exit 3)

@@ -11,8 +11,8 @@ Derived from the calls each role makes (runtime/names.py names every resource):
     deduplicator  target: reads staging as its group, writes the destination topics, the
                           changelog and dead letters in transactions under its id prefix
     offsetsync    source: describes the groups it moves and reads their topics' offsets
-                  target: reads the destination topics, commits the groups' offsets there,
-                          writes its checkpoints
+                  target: reads the destination topics and <staging>.meta, commits the
+                          groups' offsets there, writes its checkpoints
     validator     source and target: reads both sides of every pair
 
 CREATE is granted on the internal topics even when they exist: a role asks to create them at
@@ -257,6 +257,14 @@ GRANTS: tuple[GrantRow, ...] = (
         OFFSETSYNC_READER_GROUP,
         "DESCRIBE",
         "reads records to translate offsets (assign only)",
+    ),
+    _row(
+        "offsetsync",
+        TARGET,
+        "TOPIC",
+        META,
+        "READ DESCRIBE",
+        "the source topics stage 1 left out: their offsets are not translated",
     ),
     _row(
         "offsetsync",

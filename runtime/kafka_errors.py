@@ -227,6 +227,49 @@ def classify(error: KafkaError) -> ErrorClass:
 _UNMENDED_BY_A_NEW_PRODUCER = (_FATAL_CODES - {KafkaError.INVALID_TXN_STATE}) | {KafkaError._FATAL}
 
 
+class PartitionAnswer(enum.Enum):
+    """What one partition's error in a per-partition answer (ListOffsets, a fetch) says of it."""
+
+    ABSENT = "absent"  # the partition or topic is not there
+    NO_LEADER = "no_leader"  # there, without a leader to answer for it: ask again later
+    # Its leader is not where this client thinks, or not of the epoch it knows: passing in an
+    # election; for good after a broker restart on a client that never learns the new
+    # leadership ("Leader epoch is older than broker epoch" for every partition): a new client
+    # mends it.
+    STALE_LEADER = "stale_leader"
+    OTHER = "other"  # classify() says the rest
+
+
+_ABSENT_CODES = frozenset({KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION})
+_NO_LEADER_CODES = frozenset(
+    {
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.REPLICA_NOT_AVAILABLE,
+        KafkaError.KAFKA_STORAGE_ERROR,
+        KafkaError.OFFSET_NOT_AVAILABLE,
+    }
+)
+_STALE_LEADER_CODES = frozenset(
+    {
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.UNKNOWN_LEADER_EPOCH,
+        KafkaError.FENCED_LEADER_EPOCH,
+    }
+)
+
+
+def partition_answer(error: KafkaError) -> PartitionAnswer:
+    """What ``error``, answered for one partition, says of that partition."""
+    code = error.code()
+    if code in _ABSENT_CODES:
+        return PartitionAnswer.ABSENT
+    if code in _NO_LEADER_CODES:
+        return PartitionAnswer.NO_LEADER
+    if code in _STALE_LEADER_CODES:
+        return PartitionAnswer.STALE_LEADER
+    return PartitionAnswer.OTHER
+
+
 def producer_mendable(error: KafkaError) -> bool:
     """Whether ``error`` is a transactional producer's fatal error that a new producer of the
     same ``transactional.id`` mends: librdkafka gave up the instance over its own state, not

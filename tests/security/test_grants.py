@@ -21,7 +21,8 @@ _BASE_ENV = {
     "KAFKA_CLUSTERS_DESTINATION_BOOTSTRAP_SERVERS": "target:9092",
 }
 # Each case's settings, topics and groups, and the grants flow_grants gave for them at
-# c2631c1 (role, cluster, resource, name, operations, why, prefixed), in its order.
+# c2631c1 (role, cluster, resource, name, operations, why, prefixed), in its order, and since
+# then offset sync's read of <staging>.meta (the topics stage 1 left out).
 _SNAPSHOT: dict[str, Any] = json.loads((_HERE / "flow_grants_snapshot.json").read_text())
 
 

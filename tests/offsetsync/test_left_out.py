@@ -1,0 +1,357 @@
+"""What a sync cycle leaves out, and says so, without failing the rest:
+
+- a partition without a leader on the source or the target (or whose offset lookup fails with a
+  retriable error of its own) is left for the next cycle while the group's other partitions,
+  and the other groups, are committed; it is warned about once and counted;
+- a source topic stage 1 left out (its destination name collides with another topic's, recorded
+  in the flow's meta topic as `left-out:<name>`) is not translated onto the other topic's copies;
+- a group whose commit the target refused is not counted as synced.
+
+A leaderless partition needs a broker down under a topic of replication factor 1 on a cluster of
+several nodes; the session's clusters have one node each, so the lookup's answer is given at the
+admin client: exactly what librdkafka answers then (LEADER_NOT_AVAILABLE for that partition, or
+_NOENT for each when not one of those asked has a leader), everything else real Kafka."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import re
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future
+from dataclasses import dataclass
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
+
+from offsetsync.app import assemble
+from offsetsync.clients import SyncClients, connect
+from offsetsync.errors import StaleLeadershipError
+from offsetsync.metrics import OffsetSyncMetrics
+from offsetsync.reading import ClusterReader
+from runtime import Settings, load_settings
+from tests.kafka_helpers import create_topic, produce_numbered, read_all
+from tests.offsetsync.copied import copied_topic
+from tests.offsetsync.groups import committed_offsets, process_and_stop
+from tests.replication.scrape import free_port
+
+PARTITIONS = 3
+PROCESSED = 4  # records of each partition a source group processed before it stopped
+RECORDS = 30
+
+
+class _LeaderlessAdmin:
+    """An admin client whose offset lookups of the partitions in ``faults`` fail with the
+    error librdkafka gives for a partition without a leader; the rest is the real client."""
+
+    def __init__(self, admin: object) -> None:
+        self._admin = admin
+        self.faults: dict[tuple[str, int], int] = {}  # partition -> KafkaError code
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._admin, name)
+
+    def list_offsets(self, requests: Mapping[TopicPartition, object], **options: object) -> dict:
+        asked = {
+            tp: spec for tp, spec in requests.items() if (tp.topic, tp.partition) not in self.faults
+        }
+        futures = dict(self._admin.list_offsets(asked, **options)) if asked else {}
+        for tp in requests:
+            code = self.faults.get((tp.topic, tp.partition))
+            if code is not None:
+                failed: Future = Future()
+                failed.set_exception(KafkaException(KafkaError(code)))
+                futures[tp] = failed
+        return futures
+
+
+@dataclass
+class _Flow:
+    topic: str
+    copy: str
+    group: str
+    synced: dict  # where the group belongs on the target
+    settings: Settings
+    metrics: OffsetSyncMetrics
+    closing: list
+
+
+def _synced_offsets(target_bootstrap: str, source: list, copy: str, processed: int) -> dict:
+    copies = {r.value: r.offset for r in read_all(target_bootstrap, copy, PARTITIONS)}
+    return {
+        (copy, p): copies[[r.value for r in source if r.partition == p][processed]]
+        for p in range(PARTITIONS)
+    }
+
+
+def _settings(source_cluster, target_cluster, flow: str, groups: str, **extra: str) -> Settings:
+    return load_settings(
+        {
+            "KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS": source_cluster.bootstrap_servers,
+            "KAFKA_CLUSTERS_DESTINATION_BOOTSTRAP_SERVERS": target_cluster.bootstrap_servers,
+            "REPLICATION_DESTINATION_TOPIC": "{topic}.copy",
+            "REPLICATION_FLOW": flow.replace(".", "-")[-90:],
+            "OFFSETSYNC_GROUPS_INCLUDE": f"{re.escape(groups)}.*",
+            "METRICS_PORT": str(free_port()),
+            **extra,
+        }
+    )
+
+
+@pytest.fixture
+def quiet(source_cluster, target_cluster, unique_topic, unique_group):
+    """A topic copied to the target with the provenance header, and a group that processed
+    PROCESSED records of each partition on the source and stopped."""
+    topic = unique_topic("partial")
+    source, copy = copied_topic(source_cluster, target_cluster, topic, PARTITIONS, RECORDS)
+    group = unique_group("partial")
+    process_and_stop(
+        source_cluster.bootstrap_servers, group, topic, dict.fromkeys(range(PARTITIONS), PROCESSED)
+    )
+    synced = _synced_offsets(target_cluster.bootstrap_servers, source, copy, PROCESSED)
+    settings = _settings(
+        source_cluster,
+        target_cluster,
+        group,
+        group,
+        REPLICATION_TOPICS_INCLUDE=re.escape(topic),
+    )
+    flow = _Flow(topic, copy, group, synced, settings, OffsetSyncMetrics(), [])
+    try:
+        yield flow
+    finally:
+        for close in reversed(flow.closing):
+            close()
+
+
+def _sync(flow: _Flow, connect_clients: Callable[[], SyncClients] | None = None):
+    sync, checkpoints = assemble(
+        flow.settings,
+        flow.metrics,
+        connect_clients or (lambda: connect(flow.settings, flow.metrics)),
+        should_stop=lambda: False,
+        wait=lambda _s: None,
+    )
+    flow.closing.extend([checkpoints.close, sync.close])
+    return sync
+
+
+def _sync_with_leaderless(flow: _Flow, cluster: str) -> tuple[object, _LeaderlessAdmin]:
+    """Offset sync whose ``cluster`` ("source" or "target") reader looks offsets up through a
+    _LeaderlessAdmin."""
+    admins: list[_LeaderlessAdmin] = []
+
+    def connect_leaderless() -> SyncClients:
+        clients = connect(flow.settings, flow.metrics)
+        field, config = (
+            ("source_reader", flow.settings.source.client_config())
+            if cluster == "source"
+            else ("destination_reader", flow.settings.destination.client_config())
+        )
+        admin = _LeaderlessAdmin(
+            clients.source_admin if cluster == "source" else clients.target_admin
+        )
+        admins.append(admin)
+        getattr(clients, field).close()
+        reader = ClusterReader(config, admin, cluster=cluster)  # type: ignore[arg-type]
+        return dataclasses.replace(clients, **{field: reader})
+
+    sync = _sync(flow, connect_leaderless)
+    return sync, admins[0]
+
+
+def _sample(metrics: OffsetSyncMetrics, name: str, **labels: str) -> float:
+    return metrics.registry.get_sample_value(name, labels) or 0.0
+
+
+@pytest.mark.parametrize("cluster", ["source", "target"])
+def test_a_partition_without_a_leader_is_left_for_the_next_cycle_and_the_others_are_synced(
+    quiet, source_cluster, target_cluster, cluster, caplog
+):
+    sync, admin = _sync_with_leaderless(quiet, cluster)
+    leaderless = (quiet.topic if cluster == "source" else quiet.copy, 1)
+    admin.faults[leaderless] = KafkaError.LEADER_NOT_AVAILABLE
+    target = target_cluster.bootstrap_servers
+    with caplog.at_level(logging.INFO, logger="offsetsync"):
+        sync.cycle()  # raised LEADER_NOT_AVAILABLE: the cycle failed for every partition
+        sync.cycle()
+        # The other partitions are where they belong; nothing is committed for the leaderless.
+        expected = {key: offset for key, offset in quiet.synced.items() if key[1] != 1}
+        assert committed_offsets(target, quiet.group, quiet.copy) == expected
+        warned = [r for r in caplog.records if "partition could not be read" in r.getMessage()]
+        assert len(warned) == 1, caplog.records  # once while it lasts, not once a cycle
+        assert warned[0].levelno == logging.WARNING
+        assert warned[0].event_fields == {  # type: ignore[attr-defined]
+            "cluster": cluster,
+            "topic": leaderless[0],
+            "partition": 1,
+            "reason": KafkaError(KafkaError.LEADER_NOT_AVAILABLE).str(),
+        }
+        metrics = quiet.metrics
+        name = "exactly_offsetsync_partitions_unavailable_total"
+        assert _sample(metrics, name, cluster=cluster) == 2  # one group partition, two cycles
+        assert _sample(metrics, "exactly_offsetsync_groups", state="unavailable") == 1
+        assert _sample(metrics, "exactly_offsetsync_groups", state="synced") == 0
+
+        # Its leader back: the next cycle commits it, and says so.
+        admin.faults.clear()
+        sync.cycle()
+    assert committed_offsets(target, quiet.group, quiet.copy) == quiet.synced
+    assert any("partition readable again" in r.getMessage() for r in caplog.records)
+    assert _sample(quiet.metrics, "exactly_offsetsync_groups", state="synced") == 1
+
+
+def test_a_step_whose_every_partition_has_no_leader_fails_nothing_and_commits_nothing(
+    quiet, target_cluster
+):
+    """librdkafka answers _NOENT ("No leaders found") for each partition when not one of those
+    asked has a leader: that ended the role (exit 1, a code it did not know) at every start."""
+    sync, admin = _sync_with_leaderless(quiet, "source")
+    for partition in range(PARTITIONS):
+        admin.faults[(quiet.topic, partition)] = KafkaError._NOENT
+    sync.cycle()
+    assert committed_offsets(target_cluster.bootstrap_servers, quiet.group, quiet.copy) == {}
+    name = "exactly_offsetsync_partitions_unavailable_total"
+    assert _sample(quiet.metrics, name, cluster="source") == PARTITIONS
+    admin.faults.clear()
+    sync.cycle()
+    assert (
+        committed_offsets(target_cluster.bootstrap_servers, quiet.group, quiet.copy) == quiet.synced
+    )
+
+
+def test_a_partition_whose_leader_the_client_knows_wrong_is_left_out_and_then_fails_the_cycle(
+    quiet, target_cluster
+):
+    """FENCED_LEADER_EPOCH for every partition was what a source broker restart left an old
+    client answering: the other partitions are synced, and the cycle then fails, so that failed
+    cycles in a row make the clients anew (tests/offsetsync/test_failover.py, broker restart)."""
+    sync, admin = _sync_with_leaderless(quiet, "source")
+    admin.faults[(quiet.topic, 1)] = KafkaError.FENCED_LEADER_EPOCH
+    with pytest.raises(StaleLeadershipError):
+        sync.cycle()
+    expected = {key: offset for key, offset in quiet.synced.items() if key[1] != 1}
+    assert committed_offsets(target_cluster.bootstrap_servers, quiet.group, quiet.copy) == expected
+    name = "exactly_offsetsync_partitions_unavailable_total"
+    assert _sample(quiet.metrics, name, cluster="source") == 1
+
+
+def _record_in_meta(bootstrap: str, meta: str, records: Mapping[str, dict]) -> None:
+    """What stage 1 records in the flow's meta topic (replicator/flowrecords.py), as it does."""
+    create_topic(bootstrap, meta, 1)
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for key, value in records.items():
+        producer.produce(meta, key=key.encode(), value=json.dumps(value).encode(), partition=0)
+    assert producer.flush(30) == 0
+
+
+def test_a_topic_stage_1_left_out_is_not_translated_onto_the_other_topic_s_copies(
+    source_cluster, target_cluster, unique_topic, unique_group, caplog
+):
+    source_bootstrap, target = source_cluster.bootstrap_servers, target_cluster.bootstrap_servers
+    base = unique_topic("renamed")
+    replicated, newcomer = f"{base}.orders", f"{base}.old"
+    # The newcomer's records are older than the copies: translated, its offsets would land on
+    # the replicated topic's copies (the header names a cluster, partition and offset only).
+    create_topic(source_bootstrap, newcomer, PARTITIONS)
+    produce_numbered(source_bootstrap, newcomer, PARTITIONS, 0, RECORDS)
+    source, copy = copied_topic(source_cluster, target_cluster, replicated, PARTITIONS, RECORDS)
+    prefix = unique_group("renamed")
+    group, stranger = f"{prefix}.orders", f"{prefix}.old"
+    process_and_stop(source_bootstrap, group, replicated, dict.fromkeys(range(PARTITIONS), 4))
+    process_and_stop(source_bootstrap, stranger, newcomer, dict.fromkeys(range(PARTITIONS), 2))
+    # `<base>.old` is renamed `<base>.orders`: both would be copied to `<base>.orders.copy`.
+    settings = _settings(
+        source_cluster,
+        target_cluster,
+        prefix,
+        prefix,
+        REPLICATION_TOPICS_INCLUDE=f"{re.escape(base)}\\..*",
+        REPLICATION_TOPICS_RENAME_PATTERN=r"(.*)\.old",
+        REPLICATION_TOPICS_RENAME_REPLACEMENT=r"\1.orders",
+    )
+    assert settings.destination_topic(newcomer) == copy
+    # Stage 1 replicated `orders` and left `old` out, and recorded both.
+    _record_in_meta(
+        target,
+        settings.names.meta,
+        {
+            f"topic-id:{replicated}": {"topic_id": "00" * 16},
+            f"left-out:{newcomer}": {"why": "both would be copied to " + copy},
+        },
+    )
+    flow = _Flow(replicated, copy, group, {}, settings, OffsetSyncMetrics(), [])
+    try:
+        sync = _sync(flow)
+        with caplog.at_level(logging.WARNING, logger="offsetsync"):
+            sync.cycle()
+            sync.cycle()
+    finally:
+        for close in reversed(flow.closing):
+            close()
+    assert committed_offsets(target, group, copy) == _synced_offsets(target, source, copy, 4)
+    assert committed_offsets(target, stranger, copy) == {}  # was moved onto `orders`' copies
+    left_out = [r for r in caplog.records if "left out by stage 1" in r.getMessage()]
+    assert len(left_out) == 1, caplog.records  # once, not once a cycle
+    assert left_out[0].event_fields["topic"] == newcomer  # type: ignore[attr-defined]
+    assert _sample(flow.metrics, "exactly_offsetsync_topics_left_out") == 1
+
+
+class _RefusingGroups:
+    """The target's groups, whose commits of the groups in ``refused`` the target refuses
+    with ``code`` (what a coordinator answers while it loads, a broker restarting)."""
+
+    def __init__(self, groups: object, refused: set[str], code: int) -> None:
+        self._groups = groups
+        self._refused = refused
+        self._code = code
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._groups, name)
+
+    def commit(self, offsets: Mapping[str, Mapping], metadata: str) -> dict:
+        outcomes = self._groups.commit(  # type: ignore[attr-defined]
+            {g: o for g, o in offsets.items() if g not in self._refused}, metadata
+        )
+        for group in self._refused & offsets.keys():
+            outcomes[group] = dict.fromkeys(offsets[group], KafkaError(self._code))
+        return outcomes
+
+
+def test_a_group_whose_commit_the_target_refused_is_not_counted_as_synced(
+    source_cluster, target_cluster, unique_topic, unique_group
+):
+    topic = unique_topic("refused")
+    source, copy = copied_topic(source_cluster, target_cluster, topic, PARTITIONS, RECORDS)
+    prefix = unique_group("refused")
+    moved, refused = f"{prefix}.moved", f"{prefix}.refused"
+    for group in (moved, refused):
+        process_and_stop(
+            source_cluster.bootstrap_servers, group, topic, dict.fromkeys(range(PARTITIONS), 3)
+        )
+    settings = _settings(
+        source_cluster, target_cluster, prefix, prefix, REPLICATION_TOPICS_INCLUDE=re.escape(topic)
+    )
+    flow = _Flow(topic, copy, moved, {}, settings, OffsetSyncMetrics(), [])
+
+    def connect_refusing() -> SyncClients:
+        clients = connect(settings, flow.metrics)
+        groups = _RefusingGroups(
+            clients.target_groups, {refused}, KafkaError.COORDINATOR_LOAD_IN_PROGRESS
+        )
+        return dataclasses.replace(clients, target_groups=groups)  # type: ignore[arg-type]
+
+    try:
+        sync = _sync(flow, connect_refusing)
+        with pytest.raises(KafkaException):  # a refused commit fails the cycle, after the others
+            sync.cycle()
+    finally:
+        for close in reversed(flow.closing):
+            close()
+    target = target_cluster.bootstrap_servers
+    assert committed_offsets(target, moved, copy) == _synced_offsets(target, source, copy, 3)
+    assert committed_offsets(target, refused, copy) == {}
+    groups = "exactly_offsetsync_groups"
+    assert _sample(flow.metrics, groups, state="synced") == 1  # counted the refused group: 2
+    assert _sample(flow.metrics, groups, state="commit_refused") == 1
