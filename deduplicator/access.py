@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from deduplicator.errors import DeduplicatorError, TransactionFailedError
-from runtime import grants, raise_if_refused
+from runtime import grants, kafka_error_of, raise_if_refused
 from runtime.grants import (
     CHANGELOG,
     DEDUPLICATOR_GROUP,
@@ -64,14 +64,19 @@ def raise_unacknowledged(producer: Producer, failures: list[KafkaError], wanted:
 def _raise_if_the_transaction_was_refused(producer: Producer, wanted: Wanted) -> None:
     """Records purged with their transaction hide why it failed: a destination this role
     may not write fails the transaction when its partition is added, and abort after abort
-    would follow. librdkafka gives the transaction's own error to the next transactional
-    call, so ask commit_transaction: once a record of the transaction failed delivery it
-    commits nothing (it answers "abort required" before sending a request), so invariant 5
-    holds. The caller aborts as after any failed transaction."""
+    would follow; a record a broker refused for good, likewise. librdkafka gives the
+    transaction's own error to the next transactional call, so ask commit_transaction: once
+    a record of the transaction failed delivery it commits nothing (it answers "abort
+    required" before sending a request), so invariant 5 holds. The caller aborts as after any
+    failed transaction, on that error."""
     try:
         producer.commit_transaction(_ASK_TRANSACTION_ERROR_S)
     except KafkaException as exc:
         raise_if_refused(exc, "target", wanted)
+        if kafka_error_of(exc).txn_requires_abort():
+            # The transaction's own error (a record the broker refused for good, say): the
+            # caller aborts on it, or stops what it names (deduplicator/stops.py).
+            raise
         return
     # Not librdkafka's behaviour; if it ever were, stage 2's state would lag its output: stop,
     # and the successor restores from the changelog (as for an unknown commit outcome).

@@ -7,7 +7,7 @@ from __future__ import annotations
 from confluent_kafka import Message, Producer
 
 from deduplicator.errors import DeduplicatorError
-from deduplicator.metrics import DeduplicatorMetrics
+from deduplicator.transaction import Tally
 from runtime import Settings, get_logger, produce_when_room
 
 # The loop's logger: these lines kept the name they had when the loop dead-lettered.
@@ -16,7 +16,7 @@ log = get_logger("deduplicator.loop")
 
 def dead_letter(
     settings: Settings,
-    metrics: DeduplicatorMetrics,
+    tally: Tally,
     producer: Producer,
     topic: str,
     message: Message,
@@ -28,7 +28,7 @@ def dead_letter(
         raise DeduplicatorError(
             f"staging record at partition {message.partition()} offset {message.offset()}: {reason}"
         )
-    metrics.dead_letters.inc()
+    tally.dead_letters += 1
     produce_when_room(
         producer,
         topic,

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
-from deduplicator import access, output
+from deduplicator import access, output, stops
 from deduplicator.backlog import Backlog
 from deduplicator.broken import BrokenProducers
 from deduplicator.clients import (
@@ -38,7 +38,6 @@ from deduplicator.metrics import DeduplicatorMetrics
 from deduplicator.partitions import Partitions
 from deduplicator.retrying import retrying_with
 from deduplicator.rule import state_key
-from deduplicator.stops import offset_reset
 from deduplicator.transaction import ChangelogWrites, OpenTransaction
 from deduplicator.verdict import judged
 from envelope import TIMESTAMP_NOT_AVAILABLE, EnvelopeError, decode_rows
@@ -54,6 +53,7 @@ from runtime import (
     member_fenced,
     producer_mendable,
     raise_if_refused,
+    records_refused,
 )
 from runtime.deadline import call_with_deadline, hard_deadline
 from runtime.errors import ClientHungError
@@ -88,6 +88,7 @@ class Deduplicator:
         self._destinations = output.Destinations(settings)
         self._hung = HungProducers()
         self._broken = BrokenProducers()
+        self._restamped_said: set[tuple[str, int]] = set()
         # Every call retried alive (the heartbeat beats, a stop request ends the wait), timed.
         self._retrying = retrying_with(beat, should_stop, metrics.observe_call)
         config = consumer_config(settings, self._client_error)
@@ -164,6 +165,11 @@ class Deduplicator:
                         self._replace_failed_producer(failed.error)
                         self.partitions.rewind(self.consumer)
                         break
+                    except KafkaException as exc:
+                        # The transaction turned abortable while it was being written
+                        # (_producing names its own error): as after a failed commit.
+                        self._recover(exc)
+                        break
                     # Checked per envelope: a batch of envelopes can hold a million records,
                     # and the limits bound what one transaction holds, not what one batch does.
                     if self._txn.due(self.settings) and not self._commit_or_recover():
@@ -186,7 +192,7 @@ class Deduplicator:
         error = message.error()
         if error is not None:
             if error.code() == KafkaError._AUTO_OFFSET_RESET:
-                offset_reset(self.consumer, self.metrics, self.partitions.stopped, message)
+                stops.offset_reset(self.consumer, self.metrics, self.partitions.stopped, message)
                 return
             raise_if_refused(error, "target", self._needs(writing=False))
             if member_fenced(error):
@@ -222,14 +228,20 @@ class Deduplicator:
         key = state_key(envelope.source_cluster_id, envelope.topic, envelope.partition)
         pending = self._txn.pending.get(key)
         state = pending[1] if pending else self.partitions.stores[partition].get(key)
-        verdict = judged(self.metrics, state, envelope)
+        verdict = judged(self._txn.tally, state, envelope)
         if verdict.orphan or verdict.stale or not verdict.accepted:
             return
         provenance = self.settings.provenance_header
-        output.write(self.producer, destination, envelope, verdict.accepted, provenance=provenance)
+        restamped = output.write(
+            self.producer, destination, envelope, verdict.accepted, provenance=provenance
+        )
+        if restamped:
+            self._restamped(destination, envelope.partition, restamped)
         self._txn.written.add(destination)
+        self._txn.routes.setdefault((destination, envelope.partition), set()).add(partition)
         self._txn.produced += len(verdict.accepted)
-        self.metrics.records_written.labels(destination).inc(len(verdict.accepted))
+        written = self._txn.tally.written
+        written[destination] = written.get(destination, 0) + len(verdict.accepted)
         _offset, timestamp, timestamp_type, *_ = verdict.accepted[-1]
         if timestamp_type != TIMESTAMP_NOT_AVAILABLE:
             self._txn.timestamps.append(timestamp)
@@ -250,13 +262,45 @@ class Deduplicator:
                     self.producer.flush(0)
                 except KafkaException as cause:
                     error = kafka_error_of(cause)
+            elif error.code() == KafkaError._STATE:
+                # produce() into a transaction turned abortable (a record refused, a batch
+                # timed out) says only "Producing not allowed in transactional state
+                # AbortableError", and stage 2 exited naming that; the transaction's own error
+                # is what the loop recovers from, or stops on.
+                error = self._transaction_error() or error
             if producer_mendable(error):
                 raise ProducerFailedError(error) from exc
+            if error is not kafka_error_of(exc):
+                raise KafkaException(error) from exc
             raise
+
+    def _transaction_error(self) -> KafkaError | None:
+        """The error that made the open transaction abortable, if it is: librdkafka answers it
+        to the next transactional call, and begin_transaction() changes nothing while a
+        transaction is open (it answers "Operation not valid in state InTransaction")."""
+        try:
+            self.producer.begin_transaction()
+        except KafkaException as exc:
+            error = kafka_error_of(exc)
+            return error if error.txn_requires_abort() else None
+        return None
+
+    def _restamped(self, topic: str, partition: int, records: int) -> None:
+        """Records stamped 0 written with the time of writing (output.write): counted, and said
+        once per destination partition and process (docs/design.md §11)."""
+        self._txn.tally.restamped += records
+        if (topic, partition) not in self._restamped_said:
+            self._restamped_said.add((topic, partition))
+            log.warning(
+                "records stamped 0 written with the time of writing",
+                topic=topic,
+                partition=partition,
+                reason="librdkafka takes a timestamp of 0 for now and cannot write one",
+            )
 
     def _dead_letter(self, message: Message, reason: str) -> None:
         dead_letter(
-            self.settings, self.metrics, self.producer, self.deadletter_topic, message, reason
+            self.settings, self._txn.tally, self.producer, self.deadletter_topic, message, reason
         )
 
     def _begin(self) -> None:
@@ -318,6 +362,7 @@ class Deduplicator:
         except TransactionFailedError as exc:
             raise DeduplicatorError(f"outcome of the transaction commit unknown: {exc}") from exc
         committed_at = time.time()
+        self.metrics.count_committed(self._txn.tally)
         for partition, states in self._txn.by_partition().items():  # step 5
             self.partitions.stores[partition].commit(states, changelog.offsets[partition])
         if changelog.offsets:
@@ -369,31 +414,51 @@ class Deduplicator:
             self.partitions.rewind(self.consumer)
             return False
         except (KafkaException, TransactionFailedError) as exc:
-            if isinstance(exc, KafkaException):
-                raise_if_refused(exc, "target", self._needs())
-                if classify(kafka_error_of(exc)) is ErrorClass.FATAL:
-                    raise
-            # Abortable: abort, rewind staging to the committed offsets, and forget the
-            # uncommitted state (RocksDB holds only committed state).
-            log.warning("transaction aborted", error=str(exc))
-            error = kafka_error_of(exc) if isinstance(exc, KafkaException) else None
-            if error is not None and member_fenced(error):
-                # The offsets' member id is fenced, and our consumer with it (it can no longer
-                # seek): a new consumer starts from the committed offsets, no rewind needed.
-                self._join_again(error)
-                return False
-            commit_sent = self._txn.commit_sent
-            # After a commit was sent, an abort that fails makes the outcome unknown, and that
-            # costs an exit: it is given as long as a commit, not ABORT_TIMEOUT_S.
-            if not self._abort(TXN_TIMEOUT_S if commit_sent else ABORT_TIMEOUT_S) and commit_sent:
-                # librdkafka can report a commit whose EndTxn the coordinator may have taken
-                # (a transaction that failed locally meanwhile), and the replacement's
-                # init_transactions then completes it: rewound here, its records would be
-                # written again (invariant 5). A successor restores from the changelog.
-                unknown = f"outcome of the transaction commit unknown: {exc}"
-                raise DeduplicatorError(unknown) from exc
-            self.partitions.rewind(self.consumer)
+            self._recover(exc)
             return False
+
+    def _recover(self, exc: KafkaException | TransactionFailedError) -> None:
+        """After a transaction failed (``exc``): raise what no abort mends; else abort, rewind
+        staging to the committed offsets and forget the uncommitted state (RocksDB holds only
+        committed state). A destination partition refusing its records for good stops the
+        staging partitions that wrote to it (stops.refused): the same transaction again would
+        meet the same refusal, without end."""
+        error = None
+        if isinstance(exc, KafkaException):
+            raise_if_refused(exc, "target", self._needs())
+            error = kafka_error_of(exc)
+            if classify(error) is ErrorClass.FATAL:
+                raise exc
+        log.warning("transaction aborted", error=str(exc))
+        if error is not None and member_fenced(error):
+            # The offsets' member id is fenced, and our consumer with it (it can no longer
+            # seek): a new consumer starts from the committed offsets, no rewind needed.
+            self._join_again(error)
+            return
+        refused = records_refused(error) if error is not None else None
+        writers = set(self._txn.routes.get(refused, ())) if refused is not None else set()
+        commit_sent = self._txn.commit_sent
+        # After a commit was sent, an abort that fails makes the outcome unknown, and that
+        # costs an exit: it is given as long as a commit, not ABORT_TIMEOUT_S.
+        if not self._abort(TXN_TIMEOUT_S if commit_sent else ABORT_TIMEOUT_S) and commit_sent:
+            # librdkafka can report a commit whose EndTxn the coordinator may have taken
+            # (a transaction that failed locally meanwhile), and the replacement's
+            # init_transactions then completes it: rewound here, its records would be
+            # written again (invariant 5). A successor restores from the changelog.
+            unknown = f"outcome of the transaction commit unknown: {exc}"
+            raise DeduplicatorError(unknown) from exc
+        self.partitions.rewind(self.consumer)
+        if refused is None or error is None:
+            return
+        if not writers:  # the changelog's or the dead-letter topic's: no envelope to stop
+            raise DeduplicatorError(
+                f"the target refuses records of {refused[0]} partition {refused[1]} for good: "
+                f"{error.str()}"
+            ) from exc
+        staging = self.settings.names.staging
+        stops.refused(
+            self.consumer, self.metrics, self.partitions.stopped, staging, writers, refused, error
+        )
 
     def _abort(self, timeout_s: float = ABORT_TIMEOUT_S) -> bool:
         """End the open transaction: True if this producer aborted it, False if a new producer

@@ -8,6 +8,8 @@ from collections.abc import Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from deduplicator.transaction import Tally
+
 # Seconds: a commit or a restore takes milliseconds when healthy and up to the transaction
 # timeout when a broker is away; the buckets resolve both ends.
 _DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
@@ -22,7 +24,8 @@ class DeduplicatorMetrics:
         r = self.registry
         self.records_written = Counter(
             "exactly_deduplicator_records_written",
-            "Original records written to destination topics (committed or about to be).",
+            "Original records written to destination topics, counted when their transaction "
+            "commits.",
             ["topic"],
             registry=r,
         )
@@ -44,6 +47,12 @@ class DeduplicatorMetrics:
         self.dead_letters = Counter(
             "exactly_deduplicator_dead_letters",
             "Staging records copied to the dead-letter topic (not an envelope of this flow).",
+            registry=r,
+        )
+        self.restamped = Counter(
+            "exactly_deduplicator_records_restamped",
+            "Records stamped 0 at the source, written with the time of writing instead: "
+            "librdkafka takes a timestamp of 0 for now.",
             registry=r,
         )
         self.transactions = Counter(
@@ -98,7 +107,8 @@ class DeduplicatorMetrics:
             "exactly_deduplicator_partitions_stopped",
             "1 for each staging partition this instance stopped by policy, by reason "
             "(data_loss: envelopes deleted before stage 2 read them, or its committed offset "
-            "past the log's end); it reads nothing more of it until an operator acts.",
+            "past the log's end; refused: the destination refuses a record of its envelopes "
+            "for good); it reads nothing more of it until an operator acts.",
             ["partition", "reason"],
             registry=r,
         )
@@ -120,6 +130,18 @@ class DeduplicatorMetrics:
             ["code"],
             registry=r,
         )
+
+    def count_committed(self, tally: Tally) -> None:
+        """A transaction committed what ``tally`` says it wrote and dropped. Called as soon as
+        the commit returns: its records become readable only once the coordinator has written
+        its markers, after that."""
+        for topic, records in tally.written.items():
+            self.records_written.labels(topic).inc(records)
+        self.duplicates.inc(tally.duplicates)
+        self.stale.inc(tally.stale)
+        self.orphans.inc(tally.orphans)
+        self.dead_letters.inc(tally.dead_letters)
+        self.restamped.inc(tally.restamped)
 
     def observe_commit(
         self, started: float, committed_at: float, timestamps: Iterable[int]

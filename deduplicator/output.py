@@ -38,9 +38,11 @@ def write(
     rows: tuple[RecordRow, ...],
     *,
     provenance: bool,
-) -> None:
+) -> int:
     """Each accepted record into the open transaction, on its source partition number, with
-    its key, value, headers in order and timestamp, plus the provenance header (``provenance``).
+    its key, value, headers in order and timestamp, plus the provenance header (``provenance``);
+    how many of them were stamped 0, which librdkafka writes stamped with the time of writing
+    instead (rd_kafka_msg_new0 takes 0 for "now", and no call of its API sends a 0).
 
     The hot path of stage 2, one turn per record: the produce call and nothing it can do
     without. No callback (the commit is the acknowledgement); positional arguments where
@@ -50,7 +52,10 @@ def write(
     produce = producer.produce
     partition = envelope.partition
     origin = provenance_prefix(envelope.source_cluster_id, partition) if provenance else None
+    restamped = 0
     for offset, timestamp, _type, key, value, source_headers in rows:
+        if not timestamp:
+            restamped += 1
         headers = list(source_headers)
         if origin is not None:
             headers.append((HEADER_PROVENANCE, origin + b"%d" % offset))
@@ -77,6 +82,7 @@ def write(
             timestamp=timestamp,
             headers=headers,
         )
+    return restamped
 
 
 def _await_partition(producer: Producer, topic: str, partition: int) -> None:

@@ -1,5 +1,5 @@
-"""Invariant 7 in stage 2: a staging partition whose next envelopes are gone is stopped and
-said, never read past.
+"""Invariant 7 in stage 2: a staging partition whose next envelopes are gone, or whose records
+the destination refuses for good, is stopped and said, never read past.
 
 Stage 2's consumer runs with ``auto.offset.reset=error``, so librdkafka never moves a position
 by itself. A position below staging's log start means envelopes deleted (retention,
@@ -11,11 +11,26 @@ cases the partition is paused, gauged, counted and logged. Its committed offset 
 was, so the stop loses nothing more, and every restart finds and says it again. The other
 partitions go on. docs/operations.md (ExactlyStagingPartitionStopped) says how to go on.
 
-So that librdkafka never chooses a position, every partition is assigned at one (``start_of``)."""
+So that librdkafka never chooses a position, every partition is assigned at one (``start_of``).
+
+A destination partition whose broker refuses the records written to it for good (a record
+larger than the topic's max.message.bytes, a timestamp outside its message.timestamp bounds, a
+null key on a compacted topic: runtime.records_refused) would have the same transaction aborted
+and tried again without end. Every staging partition whose envelopes wrote to it in that
+transaction is stopped instead (``refused``), after the abort rewound it to its commit point:
+nothing of it is lost, the other partitions go on, and once the topic takes the records a
+restart of stage 2 writes them."""
 
 from __future__ import annotations
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Message, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
 
 from deduplicator.errors import DeduplicatorError
 from deduplicator.metrics import DeduplicatorMetrics
@@ -25,6 +40,7 @@ from runtime import get_logger
 log = get_logger("deduplicator.loop")
 
 DATA_LOSS = "data_loss"
+REFUSED = "refused"
 # The watermark query is only for the report: a leader that moved must not hold the loop long.
 _WATERMARK_TIMEOUT_S = 5.0
 
@@ -90,6 +106,37 @@ def offset_reset(
         log_end=high,
         detail=detail,
     )
+
+
+def refused(
+    consumer: Consumer,
+    metrics: DeduplicatorMetrics,
+    stopped: dict[int, str],
+    staging: str,
+    partitions: set[int],
+    destination: tuple[str, int],
+    error: KafkaError,
+) -> None:
+    """The broker refused, for good, the records the staging ``partitions``' envelopes wrote to
+    the ``destination`` partition (``error``); the transaction was aborted and rewound."""
+    topic, destination_partition = destination
+    for partition in sorted(partitions - stopped.keys()):
+        consumer.pause([TopicPartition(staging, partition)])
+        stopped[partition] = REFUSED
+        metrics.partitions_stopped.labels(str(partition), REFUSED).set(1)
+        log.error(
+            "staging partition stopped",
+            reason=REFUSED,
+            partition=partition,
+            destination=topic,
+            destination_partition=destination_partition,
+            detail=(
+                f"destination {topic} partition {destination_partition} refuses records of this "
+                f"staging partition's envelopes: {error.str()}. Nothing was written or "
+                "committed past its last commit; once the topic takes them (docs/operations.md, "
+                "ExactlyStagingPartitionStopped), restart stage 2"
+            ),
+        )
 
 
 def forget(metrics: DeduplicatorMetrics, stopped: dict[int, str], partitions: list[int]) -> None:

@@ -5,6 +5,7 @@ produced into it (step 1 of the loop's commit, invariant 5)."""
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from functools import partial
 
 from confluent_kafka import KafkaError, Message, Producer
@@ -12,6 +13,19 @@ from confluent_kafka import KafkaError, Message, Producer
 from deduplicator.layout import ChangelogLayout
 from deduplicator.rule import PartitionState, encode_state
 from runtime import Settings, produce_when_room
+
+
+@dataclass
+class Tally:
+    """What one transaction wrote and dropped, for the counters once it commits: the envelopes
+    of an aborted one are judged, and their records written, again after the rewind."""
+
+    written: dict[str, int] = field(default_factory=dict)  # destination topic -> records
+    duplicates: int = 0
+    stale: int = 0
+    orphans: int = 0
+    dead_letters: int = 0
+    restamped: int = 0  # records stamped 0, written with the time of writing (output.write)
 
 
 class OpenTransaction:
@@ -26,6 +40,10 @@ class OpenTransaction:
         self.bytes = 0
         self.timestamps: list[int] = []
         self.written: set[str] = set()  # destination topics: named if a write is refused
+        # Destination partition -> the staging partitions whose envelopes wrote to it: the ones
+        # to stop when a broker refuses that partition's records for good (stops.refused).
+        self.routes: dict[tuple[str, int], set[int]] = {}
+        self.tally = Tally()
 
     def due(self, settings: Settings) -> bool:
         """Whether the open transaction reached one of the commit limits."""
@@ -45,6 +63,8 @@ class OpenTransaction:
         self.offsets.clear()
         self.timestamps.clear()
         self.written.clear()
+        self.routes.clear()
+        self.tally = Tally()
         self.open = False
         self.commit_sent = False
         self.produced = 0

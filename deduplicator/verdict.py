@@ -1,10 +1,11 @@
-"""The dedup rule's verdict on one envelope, said (invariants 4 and 7): what it drops is counted,
-and an orphan, never written, is logged with its coordinates."""
+"""The dedup rule's verdict on one envelope, said (invariants 4 and 7): what it drops is tallied
+for the counters (once its transaction commits), and an orphan, never written, is logged with
+its coordinates."""
 
 from __future__ import annotations
 
-from deduplicator.metrics import DeduplicatorMetrics
 from deduplicator.rule import PartitionState, Verdict, judge
+from deduplicator.transaction import Tally
 from envelope import EnvelopeRows
 from runtime import get_logger
 
@@ -12,17 +13,18 @@ from runtime import get_logger
 log = get_logger("deduplicator.loop")
 
 
-def judged(
-    metrics: DeduplicatorMetrics, state: PartitionState | None, envelope: EnvelopeRows
-) -> Verdict:
-    """``rule.judge``'s verdict on ``envelope`` given its source partition's ``state``, counted;
-    an orphan logged."""
+def judged(tally: Tally, state: PartitionState | None, envelope: EnvelopeRows) -> Verdict:
+    """``rule.judge``'s verdict on ``envelope`` given its source partition's ``state``, in the
+    open transaction's ``tally``; an orphan logged."""
     verdict = judge(state, envelope)
-    if verdict.duplicates:
-        metrics.duplicates.inc(verdict.duplicates)
+    if verdict.stale:
+        # Dropped as stale, not as duplicates: each record is counted once, under its reason.
+        tally.stale += verdict.duplicates
+    elif verdict.duplicates:
+        tally.duplicates += verdict.duplicates
     if verdict.orphan:
         # Invariant 4: a gap in stage 1's session; the resend heals it. Never written.
-        metrics.orphans.inc()
+        tally.orphans += 1
         log.warning(
             "orphan envelope not written",
             topic=envelope.topic,
@@ -31,6 +33,4 @@ def judged(
             high=state.high if state else -1,
             first_offset=envelope.rows[0][0],
         )
-    elif verdict.stale:
-        metrics.stale.inc(verdict.duplicates)
     return verdict

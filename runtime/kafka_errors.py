@@ -270,6 +270,35 @@ def partition_answer(error: KafkaError) -> PartitionAnswer:
     return PartitionAnswer.OTHER
 
 
+# A broker refused a transaction's records for good: their size, timestamp or form against the
+# topic's configuration (max.message.bytes, message.timestamp.*.max.ms, a compacted topic's null
+# key, a batch larger than a segment). librdkafka makes each the transaction's abortable error
+# (rdkafka_request.c), and an abort and a retry send the same records into the same refusal.
+_RECORDS_REFUSED_CODES = frozenset(
+    {
+        KafkaError.MSG_SIZE_TOO_LARGE,
+        KafkaError.INVALID_RECORD,
+        KafkaError.INVALID_TIMESTAMP,
+        KafkaError.RECORD_LIST_TOO_LARGE,
+    }
+)
+# How librdkafka words that error: "ProduceRequest for <topic> [<partition>] with 1 message(s)
+# failed: Broker: Message size too large (broker 1 PID{...}, base seq 0): current transaction
+# must be aborted".
+_PRODUCE_REQUEST_FOR = re.compile(r"ProduceRequest for (?P<topic>\S+) \[(?P<partition>\d+)\] ")
+
+
+def records_refused(error: KafkaError) -> tuple[str, int] | None:
+    """The topic partition whose records a broker refused for good, when ``error`` (a
+    transaction's abortable error) says so; None for anything an abort and a retry may mend."""
+    if error.code() not in _RECORDS_REFUSED_CODES or not error.txn_requires_abort():
+        return None
+    named = _PRODUCE_REQUEST_FOR.search(error.str())
+    if named is None:
+        return None
+    return named["topic"], int(named["partition"])
+
+
 def producer_mendable(error: KafkaError) -> bool:
     """Whether ``error`` is a transactional producer's fatal error that a new producer of the
     same ``transactional.id`` mends: librdkafka gave up the instance over its own state, not

@@ -14,6 +14,8 @@ from deduplicator.rule import (
     judge,
     state_key,
 )
+from deduplicator.transaction import Tally
+from deduplicator.verdict import judged
 from envelope import EnvelopeRows
 
 TOPIC_ID = bytes(range(16))
@@ -118,3 +120,15 @@ def test_state_round_trips_and_keys_keep_partitions_apart():
     assert decode_state(encode_state(state)) == state
     assert state_key("c", "t", 1) != state_key("c", "t", 11)
     assert state_key("c", "t1", 1) != state_key("c", "t", 11)
+
+
+def test_each_dropped_record_is_tallied_once_under_its_reason():
+    """What the counters get once the transaction commits (deduplicator/verdict.py): a stale
+    record is stale, not a duplicate as well."""
+    tally = Tally()
+    state = judged(tally, None, _envelope([10, 11], None)).state
+    state = judged(tally, state, _envelope([11, 12], None)).state
+    recreated = judged(tally, state, _envelope([0, 1], None, NEW_TOPIC_ID)).state
+    judged(tally, recreated, _envelope([13, 14], 12))  # a late write of the old topic
+    judged(tally, recreated, _envelope([5], 4, NEW_TOPIC_ID))  # after a gap: an orphan
+    assert (tally.duplicates, tally.stale, tally.orphans) == (1, 2, 1)

@@ -17,6 +17,7 @@ from runtime import (
     classify,
     member_fenced,
     producer_mendable,
+    records_refused,
     to_client_error,
     translate_kafka_errors,
 )
@@ -332,3 +333,43 @@ def test_a_refused_certificate_is_fatal_and_says_whose(error, refused):
         assert classify(error) is FATAL
     elif error.code() == KafkaError._TRANSPORT:
         assert classify(error) is RETRIABLE
+
+
+# librdkafka 2.16's words for a transaction's records refused (rdkafka_request.c).
+REFUSED_TEXT = (
+    "ProduceRequest for flow.orders-v2 [7] with 1 message(s) failed: Broker: Message size too "
+    "large (broker 1 PID{Id:3000,Epoch:0}, base seq 0): current transaction must be aborted"
+)
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        KafkaError.MSG_SIZE_TOO_LARGE,
+        KafkaError.INVALID_RECORD,
+        KafkaError.INVALID_TIMESTAMP,
+        KafkaError.RECORD_LIST_TOO_LARGE,
+    ],
+)
+def test_records_a_broker_refuses_for_good_name_their_topic_partition(code):
+    refused = KafkaError(code, REFUSED_TEXT, txn_requires_abort=True)
+    assert classify(refused) is ABORTABLE
+    assert records_refused(refused) == ("flow.orders-v2", 7)
+
+
+@pytest.mark.parametrize(
+    "refused",
+    [
+        # What an abort and a retry may mend: a leader moving, a batch timed out.
+        KafkaError(KafkaError.NOT_ENOUGH_REPLICAS, REFUSED_TEXT, txn_requires_abort=True),
+        KafkaError(KafkaError._MSG_TIMED_OUT, REFUSED_TEXT, txn_requires_abort=True),
+        # Refused by the producer itself, before any transaction held it.
+        KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, "Broker: Message size too large"),
+        # The transaction's error without the partition in its words.
+        KafkaError(
+            KafkaError.MSG_SIZE_TOO_LARGE, "Message size too large", txn_requires_abort=True
+        ),
+    ],
+)
+def test_what_a_retry_may_mend_or_names_no_partition_is_not_records_refused(refused):
+    assert records_refused(refused) is None
