@@ -171,6 +171,13 @@ def test_the_stages_keep_their_identity_and_state_and_drain_before_they_are_kill
     replicator = kinds[("StatefulSet", "exactly-replicator")]
     assert "REPLICATION_INSTANCE_ID" not in kubernetes_environment("replicator")
     assert replicator["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] > 60
+    # One worker per pod, even with REPLICATION_WORKERS in flow.env: the stages scale by
+    # replicas, and a pod's one scraped port (prometheus.io/port) serves all its metrics.
+    for stage in ("replicator", "deduplicator"):
+        assert kubernetes_environment(stage)["REPLICATION_WORKERS"] == "1", stage
+        annotations = kinds[("StatefulSet", f"exactly-{stage}")]["spec"]["template"]["metadata"]
+        scraped = annotations["annotations"]["prometheus.io/port"]
+        assert kubernetes_environment(stage)["METRICS_PORT"] == scraped, stage
     offsetsync = kinds[("Deployment", "exactly-offsetsync")]
     assert offsetsync["spec"]["replicas"] == 1
     assert offsetsync["spec"]["strategy"]["type"] == "Recreate"
