@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from deduplicator.errors import DeduplicatorError, TransactionFailedError
-from runtime import grants, kafka_error_of, raise_if_refused
+from runtime import grants, kafka_error_of, raise_if_refused, refused_for_good
 from runtime.grants import (
     CHANGELOG,
     DEDUPLICATOR_GROUP,
@@ -55,6 +55,13 @@ def raise_unacknowledged(producer: Producer, failures: list[KafkaError], wanted:
     else TransactionFailedError."""
     for failure in failures:  # no abort and retry mends a missing ACL
         raise_if_refused(failure, "target", wanted)
+    for failure in failures:
+        # A changelog record refused for good (only the changelog's records have a delivery
+        # callback): the same transaction again would meet it again, without end.
+        if refused_for_good(failure):
+            raise DeduplicatorError(
+                f"the target refuses a changelog record for good: {failure.str()}"
+            )
     if failures and all(failure.code() in _PURGED for failure in failures):
         _raise_if_the_transaction_was_refused(producer, wanted)
     reasons = [failure.str() for failure in failures[:3]]

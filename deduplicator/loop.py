@@ -231,14 +231,16 @@ class Deduplicator:
         verdict = judged(self._txn.tally, state, envelope)
         if verdict.orphan or verdict.stale or not verdict.accepted:
             return
+        # Before the write: a refusal can fail the transaction while this envelope's records
+        # are still being produced, and it is then the one whose staging partition to stop.
+        self._txn.written.add(destination)
+        self._txn.routes.setdefault((destination, envelope.partition), set()).add(partition)
         provenance = self.settings.provenance_header
         restamped = output.write(
             self.producer, destination, envelope, verdict.accepted, provenance=provenance
         )
         if restamped:
             self._restamped(destination, envelope.partition, restamped)
-        self._txn.written.add(destination)
-        self._txn.routes.setdefault((destination, envelope.partition), set()).add(partition)
         self._txn.produced += len(verdict.accepted)
         written = self._txn.tally.written
         written[destination] = written.get(destination, 0) + len(verdict.accepted)
@@ -262,11 +264,11 @@ class Deduplicator:
                     self.producer.flush(0)
                 except KafkaException as cause:
                     error = kafka_error_of(cause)
-            elif error.code() == KafkaError._STATE:
+            elif error.code() == KafkaError._STATE and self._txn.open:
                 # produce() into a transaction turned abortable (a record refused, a batch
-                # timed out) says only "Producing not allowed in transactional state
-                # AbortableError", and stage 2 exited naming that; the transaction's own error
-                # is what the loop recovers from, or stops on.
+                # timed out) says only "Unable to produce message: Local: Erroneous state", and
+                # stage 2 exited naming that; the transaction's own error is what the loop
+                # recovers from, or stops on.
                 error = self._transaction_error() or error
             if producer_mendable(error):
                 raise ProducerFailedError(error) from exc
@@ -277,7 +279,8 @@ class Deduplicator:
     def _transaction_error(self) -> KafkaError | None:
         """The error that made the open transaction abortable, if it is: librdkafka answers it
         to the next transactional call, and begin_transaction() changes nothing while a
-        transaction is open (it answers "Operation not valid in state InTransaction")."""
+        transaction is open (it answers "Operation not valid in state InTransaction"); the
+        caller asks only then."""
         try:
             self.producer.begin_transaction()
         except KafkaException as exc:
@@ -299,6 +302,7 @@ class Deduplicator:
             )
 
     def _dead_letter(self, message: Message, reason: str) -> None:
+        self._txn.dead_lettered.add(message.partition())
         dead_letter(
             self.settings, self._txn.tally, self.producer, self.deadletter_topic, message, reason
         )
@@ -436,7 +440,11 @@ class Deduplicator:
             self._join_again(error)
             return
         refused = records_refused(error) if error is not None else None
-        writers = set(self._txn.routes.get(refused, ())) if refused is not None else set()
+        writers: set[int] = set()
+        if refused is not None:
+            writers = set(self._txn.routes.get(refused, ()))
+            if refused[0] == self.deadletter_topic:
+                writers = set(self._txn.dead_lettered)
         commit_sent = self._txn.commit_sent
         # After a commit was sent, an abort that fails makes the outcome unknown, and that
         # costs an exit: it is given as long as a commit, not ABORT_TIMEOUT_S.
@@ -450,7 +458,7 @@ class Deduplicator:
         self.partitions.rewind(self.consumer)
         if refused is None or error is None:
             return
-        if not writers:  # the changelog's or the dead-letter topic's: no envelope to stop
+        if not writers:  # the changelog's: no envelope to stop
             raise DeduplicatorError(
                 f"the target refuses records of {refused[0]} partition {refused[1]} for good: "
                 f"{error.str()}"

@@ -13,13 +13,13 @@ partitions go on. docs/operations.md (ExactlyStagingPartitionStopped) says how t
 
 So that librdkafka never chooses a position, every partition is assigned at one (``start_of``).
 
-A destination partition whose broker refuses the records written to it for good (a record
-larger than the topic's max.message.bytes, a timestamp outside its message.timestamp bounds, a
-null key on a compacted topic: runtime.records_refused) would have the same transaction aborted
-and tried again without end. Every staging partition whose envelopes wrote to it in that
-transaction is stopped instead (``refused``), after the abort rewound it to its commit point:
-nothing of it is lost, the other partitions go on, and once the topic takes the records a
-restart of stage 2 writes them."""
+A destination partition whose broker refuses the records written to it for good (a record, or a
+batch of records written together, larger than the topic's max.message.bytes, a timestamp
+outside its message.timestamp bounds, a null key on a compacted topic: runtime.records_refused)
+would have the same transaction aborted and tried again without end. Every staging partition
+whose envelopes wrote to it in that transaction is stopped instead (``refused``), after the
+abort rewound it to its commit point: nothing of it is lost, the other partitions go on, and
+once the topic takes the records a restart of stage 2 writes them."""
 
 from __future__ import annotations
 

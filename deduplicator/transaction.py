@@ -43,6 +43,7 @@ class OpenTransaction:
         # Destination partition -> the staging partitions whose envelopes wrote to it: the ones
         # to stop when a broker refuses that partition's records for good (stops.refused).
         self.routes: dict[tuple[str, int], set[int]] = {}
+        self.dead_lettered: set[int] = set()  # staging partitions whose records it dead-letters
         self.tally = Tally()
 
     def due(self, settings: Settings) -> bool:
@@ -64,6 +65,7 @@ class OpenTransaction:
         self.timestamps.clear()
         self.written.clear()
         self.routes.clear()
+        self.dead_lettered.clear()
         self.tally = Tally()
         self.open = False
         self.commit_sent = False

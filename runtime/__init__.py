@@ -27,6 +27,7 @@ from runtime.kafka_errors import (
     raise_if_refused,
     records_refused,
     refusal,
+    refused_for_good,
     to_client_error,
     translate_kafka_errors,
 )
@@ -78,6 +79,7 @@ __all__ = [
     "raise_if_refused",
     "records_refused",
     "refusal",
+    "refused_for_good",
     "render_config",
     "serve_http",
     "to_client_error",

@@ -288,10 +288,16 @@ _RECORDS_REFUSED_CODES = frozenset(
 _PRODUCE_REQUEST_FOR = re.compile(r"ProduceRequest for (?P<topic>\S+) \[(?P<partition>\d+)\] ")
 
 
+def refused_for_good(error: KafkaError) -> bool:
+    """Whether ``error`` (a delivery report's, or a transaction's) is a broker refusing records
+    for their size, timestamp or form: no retry of the same records mends it."""
+    return error.code() in _RECORDS_REFUSED_CODES
+
+
 def records_refused(error: KafkaError) -> tuple[str, int] | None:
     """The topic partition whose records a broker refused for good, when ``error`` (a
     transaction's abortable error) says so; None for anything an abort and a retry may mend."""
-    if error.code() not in _RECORDS_REFUSED_CODES or not error.txn_requires_abort():
+    if not refused_for_good(error) or not error.txn_requires_abort():
         return None
     named = _PRODUCE_REQUEST_FOR.search(error.str())
     if named is None:

@@ -15,7 +15,7 @@ from tests.deploy.deployed import queried_metrics
 from tests.files import replace_file
 from tests.kafka_helpers import produce_numbered
 from tests.replication.processes import role_processes
-from tests.replication.scrape import await_metric, sample, scrape, total
+from tests.replication.scrape import await_metric, await_total, sample, scrape, total
 from tests.replication.staging import read_source
 from tests.replication.test_deduplicator import (
     _await_destination,
@@ -65,7 +65,7 @@ def test_exactly_run_restarts_a_killed_role_and_copies_exactly_once(
             assert names <= exported, (where, sorted(names - exported))
         # Each role serves its own metrics on the ports after the process's own.
         assert total(scrape(port + 1), "exactly_replicator_records_total") == 600
-        assert total(scrape(port + 2), "exactly_deduplicator_records_written_total") == 600
+        assert await_total(port + 2, "exactly_deduplicator_records_written_total", 600) == 600
         assert total(scrape(port + 3), "exactly_offsetsync_cycle_seconds_count") > 0
         # Every sample names its flow (the alerts aggregate by it), process metrics included.
         for i in range(4):

@@ -13,7 +13,7 @@ from localkafka import free_port_block
 from runtime import load_settings
 from tests.kafka_helpers import produce_numbered
 from tests.replication.processes import role_processes
-from tests.replication.scrape import await_metric, sample, scrape, total
+from tests.replication.scrape import await_metric, await_total, sample, scrape, total
 from tests.replication.staging import read_source
 from tests.replication.test_deduplicator import (
     _await_destination,
@@ -132,7 +132,7 @@ def test_two_workers_of_each_stage_share_the_partitions_and_copy_exactly_once_th
         deduplicators = "exactly_deduplicator_assigned_partitions"
         assert _assigned_once_settled(stage2_ports, deduplicators, 12) == [6, 6]
         written = "exactly_deduplicator_records_written_total"
-        assert sum(total(scrape(port), written) for port in stage2_ports) == 600
+        assert await_total(tuple(stage2_ports), written, 600) == 600
         copied = [total(scrape(port), "exactly_replicator_records_total") for port in stage1_ports]
 
         # A crash of one worker: started again by its supervisor; nothing lost or duplicated.

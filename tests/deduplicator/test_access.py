@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from deduplicator.access import needs
+import pytest
+from confluent_kafka import KafkaError, Producer
+
+from deduplicator.access import needs, raise_unacknowledged
+from deduplicator.errors import DeduplicatorError, TransactionFailedError
 from runtime.names import FlowNames
 
 NAMES = FlowNames("dr")
@@ -22,3 +26,19 @@ def test_a_refused_read_names_staging() -> None:
     wanted = needs(NAMES, "tx-1", {"orders"}, NAMES.changelog, writing=False)
     assert wanted["TOPIC"] == ("READ", NAMES.staging)
     assert wanted["GROUP"] == ("READ", NAMES.deduplicator_group)
+
+
+def test_a_changelog_record_refused_for_good_stops_stage_2_naming_it() -> None:
+    """The changelog's records are the only ones with a delivery callback; one refused for its
+    size would fail every transaction again, so stage 2 stops rather than abort for ever."""
+    refused = KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, "Broker: Message size too large")
+    wanted = needs(NAMES, "tx-1", {"orders"}, NAMES.changelog)
+    with pytest.raises(DeduplicatorError, match="refuses a changelog record for good"):
+        raise_unacknowledged(Producer({}), [refused], wanted)
+
+
+def test_a_changelog_record_that_timed_out_is_a_transaction_to_abort() -> None:
+    timed_out = KafkaError(KafkaError._MSG_TIMED_OUT, "Local: Message timed out")
+    wanted = needs(NAMES, "tx-1", {"orders"}, NAMES.changelog)
+    with pytest.raises(TransactionFailedError):
+        raise_unacknowledged(Producer({}), [timed_out], wanted)

@@ -9,7 +9,7 @@ import urllib.error
 from localkafka import free_port
 from localkafka.scrape import sample, scrape, total
 
-__all__ = ["await_metric", "free_port", "sample", "scrape", "total"]
+__all__ = ["await_metric", "await_total", "free_port", "sample", "scrape", "total"]
 
 
 def await_metric(
@@ -33,4 +33,20 @@ def await_metric(
         if value >= at_least:
             return value
         assert time.monotonic() < deadline, f"{wanted} = {value}, wanted at least {at_least}"
+        time.sleep(0.2)
+
+
+def await_total(
+    ports: int | str | tuple[int | str, ...], name: str, at_least: float, timeout_s: float = 60
+) -> float:
+    """The sum of every sample ``name`` over the roles on ``ports``, whatever its labels, once it
+    is at least ``at_least`` (stage 2 counts a transaction's records just after its commit
+    returns, which a reader of the destination can outrun); fails with the last sum."""
+    wanted = ports if isinstance(ports, tuple) else (ports,)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = sum(total(scrape(port), name) for port in wanted)
+        if value >= at_least:
+            return value
+        assert time.monotonic() < deadline, f"{name} = {value}, wanted at least {at_least}"
         time.sleep(0.2)

@@ -21,7 +21,7 @@ from runtime.names import FlowNames
 from tests.commands import run_exactly
 from tests.kafka_helpers import create_topic, read_all
 from tests.replication.datamix import ContinuousProducer, create_data_mix
-from tests.replication.scrape import free_port, sample, scrape, total
+from tests.replication.scrape import await_total, free_port, sample, scrape, total
 from tests.replication.staging import assert_exactly_once, await_records, read_source
 from tests.secured import assert_no_secret, secrets_of, secured_flow
 from tests.validator.running import run_validate
@@ -100,6 +100,13 @@ def test_data_mix_reaches_the_destination_exactly_once(
     assert_exactly_once(source_cluster, source, destination)
 
     # What an operator's dashboard shows for this run: every record written once, by topic.
+    # Counted as each commit returns, which this reader of the destination can outrun.
+    written_total = sum(len(r) for r in source.values())
+    await_total(
+        deduplicator.env["METRICS_PORT"],
+        "exactly_deduplicator_records_written_total",
+        written_total,
+    )
     metrics = scrape(deduplicator.env["METRICS_PORT"])
     for topic in mix.topics:
         expected = sum(len(r) for (t, _), r in source.items() if t == topic)
@@ -110,7 +117,6 @@ def test_data_mix_reaches_the_destination_exactly_once(
     committed = sample(metrics, "exactly_deduplicator_transactions_total", outcome="committed")
     # A transaction ends at the first envelope that reaches the limit: it holds at most the
     # limit plus one envelope (500 records by default).
-    written_total = sum(len(r) for r in source.values())
     assert (committed or 0) >= written_total / (COMMIT_MAX_RECORDS + 500)
     assert sample(metrics, "exactly_deduplicator_commit_seconds_count") == committed
     calls = "exactly_deduplicator_transaction_call_seconds_count"
