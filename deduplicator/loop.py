@@ -233,7 +233,6 @@ class Deduplicator:
             return
         # Before the write: a refusal can fail the transaction while this envelope's records
         # are still being produced, and it is then the one whose staging partition to stop.
-        self._txn.written.add(destination)
         self._txn.routes.setdefault((destination, envelope.partition), set()).add(partition)
         provenance = self.settings.provenance_header
         restamped = output.write(

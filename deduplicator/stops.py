@@ -70,9 +70,7 @@ def offset_reset(
             f"staging {topic} partition {partition} was assigned without a position: "
             f"{message.error()}"
         )
-    consumer.pause([TopicPartition(topic, partition)])
-    stopped[partition] = DATA_LOSS
-    metrics.partitions_stopped.labels(str(partition), DATA_LOSS).set(1)
+    _stop(consumer, metrics, stopped, TopicPartition(topic, partition), DATA_LOSS)
     try:
         low, high = consumer.get_watermark_offsets(
             TopicPartition(topic, partition), timeout=_WATERMARK_TIMEOUT_S, cached=False
@@ -121,9 +119,7 @@ def refused(
     the ``destination`` partition (``error``); the transaction was aborted and rewound."""
     topic, destination_partition = destination
     for partition in sorted(partitions - stopped.keys()):
-        consumer.pause([TopicPartition(staging, partition)])
-        stopped[partition] = REFUSED
-        metrics.partitions_stopped.labels(str(partition), REFUSED).set(1)
+        _stop(consumer, metrics, stopped, TopicPartition(staging, partition), REFUSED)
         log.error(
             "staging partition stopped",
             reason=REFUSED,
@@ -137,6 +133,19 @@ def refused(
                 "ExactlyStagingPartitionStopped), restart stage 2"
             ),
         )
+
+
+def _stop(
+    consumer: Consumer,
+    metrics: DeduplicatorMetrics,
+    stopped: dict[int, str],
+    partition: TopicPartition,
+    reason: str,
+) -> None:
+    """Pause ``partition`` and gauge it stopped for ``reason``: nothing more of it is read."""
+    consumer.pause([partition])
+    stopped[partition.partition] = reason
+    metrics.partitions_stopped.labels(str(partition.partition), reason).set(1)
 
 
 def forget(metrics: DeduplicatorMetrics, stopped: dict[int, str], partitions: list[int]) -> None:

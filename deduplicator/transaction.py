@@ -39,12 +39,16 @@ class OpenTransaction:
         self.produced = 0
         self.bytes = 0
         self.timestamps: list[int] = []
-        self.written: set[str] = set()  # destination topics: named if a write is refused
         # Destination partition -> the staging partitions whose envelopes wrote to it: the ones
         # to stop when a broker refuses that partition's records for good (stops.refused).
         self.routes: dict[tuple[str, int], set[int]] = {}
         self.dead_lettered: set[int] = set()  # staging partitions whose records it dead-letters
         self.tally = Tally()
+
+    @property
+    def written(self) -> set[str]:
+        """The destination topics it wrote to: named if a write is refused."""
+        return {topic for topic, _partition in self.routes}
 
     def due(self, settings: Settings) -> bool:
         """Whether the open transaction reached one of the commit limits."""
@@ -63,7 +67,6 @@ class OpenTransaction:
         self.pending.clear()
         self.offsets.clear()
         self.timestamps.clear()
-        self.written.clear()
         self.routes.clear()
         self.dead_lettered.clear()
         self.tally = Tally()
