@@ -12,6 +12,10 @@ was, so the stop loses nothing more, and every restart finds and says it again. 
 partitions go on. docs/operations.md (ExactlyStagingPartitionStopped) says how to go on.
 
 So that librdkafka never chooses a position, every partition is assigned at one (``start_of``).
+A partition stage 2 never committed starts at offset 0, not at "the beginning": librdkafka
+resolves the beginning to the log start, and would read past envelopes that retention took
+before stage 2 first read them (a flow whose stage 2 started late, or whose group's offsets
+expired in an outage longer than offsets.retention.minutes, or were deleted).
 
 A destination partition whose broker refuses the records written to it for good (a record, or a
 batch of records written together, larger than the topic's max.message.bytes, a timestamp
@@ -24,7 +28,6 @@ once the topic takes the records a restart of stage 2 writes them."""
 from __future__ import annotations
 
 from confluent_kafka import (
-    OFFSET_BEGINNING,
     Consumer,
     KafkaError,
     KafkaException,
@@ -47,8 +50,8 @@ _WATERMARK_TIMEOUT_S = 5.0
 
 def start_of(committed: TopicPartition) -> TopicPartition:
     """Where the consumer starts a staging partition: its committed offset, or, never
-    committed, staging's beginning (a new flow: stage 1 wrote every envelope there for it)."""
-    offset = committed.offset if committed.offset >= 0 else OFFSET_BEGINNING
+    committed, offset 0 (a new flow: stage 1 wrote every envelope there for it, from 0)."""
+    offset = max(committed.offset, 0)
     return TopicPartition(committed.topic, committed.partition, offset)
 
 
@@ -84,12 +87,7 @@ def offset_reset(
     else:
         if offset < low:
             metrics.staging_records_lost.labels(str(partition)).inc(low - offset)
-            detail = (
-                f"offset {offset} is below staging {topic} partition {partition}'s log start "
-                f"{low}: {low - offset} records were deleted before stage 2 read them "
-                "(retention.ms, or delete-records), and their source records are not on the "
-                "destination"
-            )
+            detail = _below_start(topic, partition, offset, low)
         else:
             detail = (
                 f"offset {offset} is past staging {topic} partition {partition}'s end {high}: "
@@ -103,6 +101,25 @@ def offset_reset(
         log_start=low,
         log_end=high,
         detail=detail,
+    )
+
+
+def _below_start(topic: str, partition: int, offset: int, low: int) -> str:
+    if offset == 0:
+        # No commit: stage 2 cannot know whether it read them once (offsets expired or deleted)
+        # or never did (started after retention took them); it says so rather than guess.
+        return (
+            f"stage 2 has no committed offset on staging {topic} partition {partition}, and its "
+            f"log start is {low}: {low} records were deleted (retention.ms, or delete-records) "
+            "either before stage 2 first read them or after its group's offsets expired "
+            "(offsets.retention.minutes) or were deleted; stage 2 cannot tell which, so it reads "
+            "nothing past them"
+        )
+    return (
+        f"offset {offset} is below staging {topic} partition {partition}'s log start "
+        f"{low}: {low - offset} records were deleted before stage 2 read them "
+        "(retention.ms, or delete-records), and their source records are not on the "
+        "destination"
     )
 
 

@@ -145,6 +145,60 @@ def test_envelopes_deleted_before_stage_2_read_them_stop_their_partition_and_say
     assert deduplicator.is_running()
 
 
+def test_envelopes_deleted_before_stage_2_ever_committed_stop_their_partition_too(
+    source_cluster, target_cluster, unique_topic, roles, tmp_path
+):
+    """A staging partition stage 2 never committed (it started late, or its group's offsets
+    expired or were deleted) is read from offset 0, not from wherever its log starts."""
+    topic = unique_topic("late")
+    create_topic(source_cluster.bootstrap_servers, topic, SOURCE_PARTITIONS)
+    flow = unique_topic("flow").replace(".", "-")[-90:]
+    names = FlowNames(flow)
+    env = {
+        "KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS": source_cluster.bootstrap_servers,
+        "KAFKA_CLUSTERS_DESTINATION_BOOTSTRAP_SERVERS": target_cluster.bootstrap_servers,
+        "REPLICATION_TOPICS_INCLUDE": re.escape(topic),
+        "REPLICATION_FLOW": flow,
+        "REPLICATION_ENVELOPE_MAX_RECORDS": str(ENVELOPE_RECORDS),
+        "METRICS_PORT": "0",
+        "STATE_DIR": str(tmp_path / "state"),
+    }
+    _produce(source_cluster.bootstrap_servers, topic, b"early", 10)
+    replicator = roles.start("replicator", env)
+    source = read_source(source_cluster.bootstrap_servers, [topic])
+    staged = await_staging_complete(target_cluster.bootstrap_servers, names.staging, source, 60)
+    lane_of = {(s.envelope.topic, s.envelope.partition): s.partition for s in staged}
+    lane = lane_of[(topic, 0)]
+    assert len([s for s in staged if s.partition == lane]) >= 2, "the lane needs two envelopes"
+    admin = AdminClient({"bootstrap.servers": target_cluster.bootstrap_servers})
+    hole = TopicPartition(names.staging, lane, 1)
+    admin.delete_records([hole])[hole].result(30)
+
+    port = str(free_port())
+    deduplicator = roles.start("deduplicator", {**env, "METRICS_PORT": port})
+    deduplicator.wait_for_log("staging partition stopped", timeout_s=90)
+    log = deduplicator.log_text(since_start=True)
+    assert re.search(rf"reason=data_loss partition={lane} offset=0\b", log), log
+    assert "stage 2 has no committed offset" in log
+    metrics = scrape(port)
+    lost = sample(metrics, "exactly_deduplicator_staging_records_lost_total", partition=str(lane))
+    assert lost == 1
+
+    held = {key for key, at in lane_of.items() if at == lane}
+    expected = {key: [] if key in held else records for key, records in source.items()}
+    destination = await_records(
+        target_cluster.bootstrap_servers, [topic], sum(map(len, expected.values()))
+    )
+    assert_exactly_once(source_cluster, expected, destination)
+    assert (
+        _committed(target_cluster.bootstrap_servers, names.deduplicator_group, names.staging, lane)
+        < 0
+    )
+    assert deduplicator.is_running()
+    assert deduplicator.terminate(30) == 0
+    assert replicator.terminate(30) == 0
+
+
 def _set_offsets(admin: AdminClient, group: str, offsets: list[TopicPartition]) -> None:
     """As `kafka-consumer-groups --reset-offsets` does: refused while the group has members,
     and a stopped role's static member stays until its session times out (45 s)."""
