@@ -222,7 +222,7 @@ def _run(
     examples: int,
 ) -> int:
     settings = _settings(env)
-    if settings is None:
+    if settings is None or not _writable(report_path, chart_path):
         return EXIT_BAD_INPUT
     try:
         from validator.audit import AuditOptions, run_audit
@@ -260,7 +260,8 @@ def _run(
             raise
         print(f"exactly validate: the audit could not finish: {java_message(exc)}", file=sys.stderr)
         return EXIT_INCOMPLETE
-    _write_outputs(result, report_path, chart_path)
+    if (unwritten := _write_outputs(result, report_path, chart_path)) is not None:
+        return unwritten
     status: int = result["exit_status"]
     return status
 
@@ -295,22 +296,45 @@ def _settings(env: dict[str, str]) -> Settings | None:
     return settings
 
 
-def _write_outputs(result: dict[str, Any], report_path: Path, chart_path: Path) -> None:
-    """The report as JSON, its chart, and the summary on standard output."""
+def _writable(*paths: Path) -> bool:
+    """Whether the report and the chart can be written, asked before the audit: a path found
+    unwritable only after it would cost the verdict (and exit 1 would read as a discrepancy)."""
+    for path in paths:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            existed = path.exists()
+            with path.open("ab"):
+                pass
+            if not existed:
+                path.unlink()  # no file that could be taken for a report
+        except OSError as exc:
+            print(f"exactly validate: cannot write {path}: {exc.strerror or exc}", file=sys.stderr)
+            return False
+    return True
+
+
+def _write_outputs(result: dict[str, Any], report_path: Path, chart_path: Path) -> int | None:
+    """The summary on standard output, then the report as JSON and its chart; the exit status
+    if they could not be written, with the verdict already shown."""
     from rich.console import Console
 
     from validator.chart import write_chart
     from validator.render import render_table
     from validator.report import write_json
 
-    write_json(result, report_path)
-    write_chart(result, chart_path)
     # Off a terminal (CI logs, a pod) rich assumes 80 columns and squeezes the table unreadable.
     console = Console(highlight=False)
     if not console.is_terminal:
         console = Console(highlight=False, width=240)
     render_table(result, console)
+    try:
+        write_json(result, report_path)
+        write_chart(result, chart_path)
+    except OSError as exc:
+        print(f"exactly validate: the report was not written: {exc}", file=sys.stderr)
+        return EXIT_INCOMPLETE
     print(f"report: {report_path}  chart: {chart_path}")
+    return None
 
 
 def _interrupt(signum: int, _frame: object) -> None:

@@ -106,7 +106,11 @@ def _hashed(raw: DataFrame, side: str, topic: Column, *, with_origin: bool) -> D
     # isNull in the hash: a null key and an empty key are different records.
     kh = F.xxhash64(F.col("key").isNull(), F.col("key"))
     vh = F.xxhash64(F.col("value").isNull(), F.col("value"))
-    hh = F.xxhash64(headers)
+    # Each value's isNull too: Spark's hash skips a null, so [("h", null), ("v", null)] would
+    # hash as [("h", "v")]; a codec that lost null header values would pass unseen.
+    hh = F.xxhash64(
+        F.transform(headers, lambda h: F.struct(h["key"], h["value"].isNull(), h["value"]))
+    )
     ts = F.unix_millis(F.col("timestamp"))
     columns = [
         F.lit(side).alias("side"),

@@ -8,10 +8,13 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import uuid
 
 import pytest
+from confluent_kafka import Producer
 
+from envelope import HEADER_PROVENANCE, encode_provenance
 from tests.deploy.dockerfile import as_argv, stage_runs
 from tests.kafka_helpers import create_topic
 from tests.replication.processes import REPOSITORY_ROOT
@@ -173,6 +176,42 @@ def test_a_partial_copy_without_the_header_is_clean_from_since_with_the_rest_in_
     assert "still in flight" in result.stdout
 
 
+@pytest.mark.parametrize("plan", ["join", "auto"])
+def test_null_header_values_lost_in_the_copy_are_a_headers_mismatch(
+    source_cluster, target_cluster, tmp_path, plan
+):
+    """[("h", null), ("v", null)] copied as [("h", "v")]: the same bytes in the same order, told
+    apart only by which of them are null."""
+    topic, destination = _topic("nulls"), _topic("nulls.copy")
+    create_topic(source_cluster.bootstrap_servers, topic, 1)
+    create_topic(target_cluster.bootstrap_servers, destination, 1)
+    source = [[("h", None), ("v", None)], [("h", b"1")], [("h", b"")]]
+    copied = [[("h", b"v")], [("h", b"1")], [("h", None)]]
+    now = int(time.time() * 1000)  # within the topics' retention
+    for bootstrap, name, lists, origin in (
+        (source_cluster.bootstrap_servers, topic, source, False),
+        (target_cluster.bootstrap_servers, destination, copied, True),
+    ):
+        producer = Producer({"bootstrap.servers": bootstrap})
+        for offset, headers in enumerate(lists):
+            if origin:
+                provenance = encode_provenance(source_cluster.cluster_id, 0, offset)
+                headers = [*headers, (HEADER_PROVENANCE, provenance)]
+            producer.produce(name, value=b"v%d" % offset, headers=headers, timestamp=now + offset)
+        assert producer.flush(30) == 0
+    env = {
+        **_env(source_cluster, target_cluster),
+        "KAFKA_CLUSTERS_SOURCE_TOPIC": topic,
+        "KAFKA_CLUSTERS_DESTINATION_TOPIC": destination,
+    }
+    result = run_validate(env, tmp_path, "--plan", plan)
+    assert result.status == 1, result.stdout + result.stderr
+    assert result.report is not None
+    assert result.report["totals"]["headers_mismatch"] == 2, result.report["totals"]
+    # Offset 2 (an empty value for a null one) hashed apart before; offset 0 did not.
+    assert 0 in {e["source_offset"] for e in result.examples("headers_mismatch")}
+
+
 @pytest.mark.parametrize("case", ["unreachable", "unknown topic", "empty range"])
 def test_bad_input_is_one_line_and_exit_status_2(source_cluster, target_cluster, tmp_path, case):
     env = _env(source_cluster, target_cluster)
@@ -197,6 +236,25 @@ def test_bad_input_is_one_line_and_exit_status_2(source_cluster, target_cluster,
     assert lines[-1].startswith("exactly validate: "), lines
     assert expected in lines[-1], lines
     assert result.report is None  # no verdict, so no report that could be mistaken for one
+
+
+def test_a_report_path_that_cannot_be_written_is_bad_input_before_the_audit(
+    source_cluster, target_cluster, source_topic, tmp_path
+):
+    """Found only after the audit, it would cost the verdict and exit 1, read as a discrepancy."""
+    topic, _records = source_topic
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    unwritable = blocker / "report.json"
+    env = _env(source_cluster, target_cluster)
+    result = run_validate(
+        env, tmp_path / "out", "--topic", topic, "--report", str(unwritable), timeout_s=60
+    )
+    assert result.status == 2, result.stdout + result.stderr
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith(f"exactly validate: cannot write {unwritable}: "), line
+    assert "reading" not in result.stderr  # said before Spark started
+    assert not (tmp_path / "out" / "report.html").exists()  # the chart's path: no file left
 
 
 # A Spark session on the image's jars alone: in make test-slow, to keep the default suite
