@@ -277,6 +277,14 @@ GRANTS: tuple[GrantRow, ...] = (
     _row(
         "validator",
         TARGET,
+        "TOPIC",
+        META,
+        "READ DESCRIBE",
+        "where a flow from latest starts: audited from there",
+    ),
+    _row(
+        "validator",
+        TARGET,
         "GROUP",
         VALIDATOR_SAMPLE_GROUP,
         "DESCRIBE",

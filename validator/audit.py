@@ -23,6 +23,7 @@ from runtime.logs import get_logger
 from runtime.settings import DESTINATION_PREFIX, SOURCE_PREFIX, Settings
 from validator.compare import find_events
 from validator.errors import InputError, MergeJarError
+from validator.flow_start import flow_started_at_ms
 from validator.java_client import java_options
 from validator.kinds import CONTENT, MATCHED, PROVENANCE, RECORD_COUNTS, SOURCE_RECORD
 from validator.merge import Merged, java_message, merge_all, merge_unusable
@@ -58,6 +59,7 @@ def run_audit(settings: Settings, options: AuditOptions, progress: Progress) -> 
     # Before anything starts: a security setting the Java client cannot be given is bad input.
     source_options = java_options(settings.source.client_config(), SOURCE_PREFIX)
     destination_options = java_options(settings.destination.client_config(), DESTINATION_PREFIX)
+    options = _from_flow_start(settings, options, progress)
     progress.phase("taking the snapshot of both clusters' offsets")
     snapshot = take_snapshot(settings, options.topics, options.times)
     # Before Spark starts: the modes can refuse a two-way audit.
@@ -86,6 +88,19 @@ def run_audit(settings: Settings, options: AuditOptions, progress: Progress) -> 
         )
     finally:
         spark.stop()
+
+
+def _from_flow_start(settings: Settings, options: AuditOptions, progress: Progress) -> AuditOptions:
+    """A flow that starts from ``latest`` left the source's history out on purpose: audited
+    from its start (flow_start.py) unless --since says where."""
+    if settings.start_from != "latest" or options.times.since is not None:
+        return options
+    started = flow_started_at_ms(settings)
+    if started is None:
+        return options
+    at = datetime.fromtimestamp(started / 1000, UTC).isoformat(timespec="milliseconds")
+    progress.phase(f"REPLICATION_START_FROM=latest: auditing from the flow's start, {at}")
+    return replace(options, times=TimeRange(started, options.times.until))
 
 
 def _audit(

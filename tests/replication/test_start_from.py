@@ -10,6 +10,7 @@ from confluent_kafka.admin import AdminClient, NewPartitions
 from tests.kafka_helpers import await_partitions, create_topic
 from tests.replication.staging import assert_exactly_once, read_source
 from tests.replication.test_deduplicator import _await_destination, _flow_env, _flow_name
+from tests.validator.running import run_validate
 
 
 def test_start_from_latest_skips_only_history_and_copies_partitions_and_topics_added_later(
@@ -74,3 +75,11 @@ def test_start_from_latest_skips_only_history_and_copies_partitions_and_topics_a
     replicator.wait_for_log(r"no committed offset.*start_from=latest", timeout_s=5)
     assert deduplicator.terminate(30) == 0
     assert replicator.terminate(30) == 0
+
+    # The audit knows where the flow starts: the history it left out is not `missing`.
+    audit = run_validate(env, tmp_path / "audit", "--require-complete")
+    assert audit.status == 0, audit.stdout + audit.stderr
+    assert audit.report is not None
+    assert audit.report["totals"]["matched"] == 500, audit.report["totals"]
+    assert audit.report["since_ms"] is not None
+    assert "REPLICATION_START_FROM=latest: auditing from the flow's start" in audit.stderr
