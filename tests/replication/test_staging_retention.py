@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import time
+from pathlib import Path
 
 from confluent_kafka import (
     Consumer,
@@ -37,6 +38,24 @@ def _produce(bootstrap: str, topic: str, label: bytes, per_partition: int) -> No
     assert producer.flush(30) == 0
 
 
+def _flow(
+    source_cluster, target_cluster, topic: str, tmp_path: Path
+) -> tuple[str, FlowNames, dict[str, str]]:
+    """A source topic of SOURCE_PARTITIONS and a flow of its own for it, envelopes small."""
+    create_topic(source_cluster.bootstrap_servers, topic, SOURCE_PARTITIONS)
+    flow = f"flow-{topic}".replace(".", "-")[-90:]
+    env = {
+        "KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS": source_cluster.bootstrap_servers,
+        "KAFKA_CLUSTERS_DESTINATION_BOOTSTRAP_SERVERS": target_cluster.bootstrap_servers,
+        "REPLICATION_TOPICS_INCLUDE": re.escape(topic),
+        "REPLICATION_FLOW": flow,
+        "REPLICATION_ENVELOPE_MAX_RECORDS": str(ENVELOPE_RECORDS),
+        "METRICS_PORT": "0",
+        "STATE_DIR": str(tmp_path / "state"),
+    }
+    return topic, FlowNames(flow), env
+
+
 def _committed(bootstrap: str, group: str, topic: str, partition: int) -> int:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
     try:
@@ -49,19 +68,7 @@ def _committed(bootstrap: str, group: str, topic: str, partition: int) -> int:
 def test_envelopes_deleted_before_stage_2_read_them_stop_their_partition_and_say_so(
     source_cluster, target_cluster, unique_topic, roles, tmp_path
 ):
-    topic = unique_topic("gap")
-    create_topic(source_cluster.bootstrap_servers, topic, SOURCE_PARTITIONS)
-    flow = unique_topic("flow").replace(".", "-")[-90:]
-    names = FlowNames(flow)
-    env = {
-        "KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS": source_cluster.bootstrap_servers,
-        "KAFKA_CLUSTERS_DESTINATION_BOOTSTRAP_SERVERS": target_cluster.bootstrap_servers,
-        "REPLICATION_TOPICS_INCLUDE": re.escape(topic),
-        "REPLICATION_FLOW": flow,
-        "REPLICATION_ENVELOPE_MAX_RECORDS": str(ENVELOPE_RECORDS),
-        "METRICS_PORT": "0",
-        "STATE_DIR": str(tmp_path / "state"),
-    }
+    topic, names, env = _flow(source_cluster, target_cluster, unique_topic("gap"), tmp_path)
     _produce(source_cluster.bootstrap_servers, topic, b"before", 10)
     replicator = roles.start("replicator", env)
     deduplicator = roles.start("deduplicator", env)
@@ -150,19 +157,7 @@ def test_envelopes_deleted_before_stage_2_ever_committed_stop_their_partition_to
 ):
     """A staging partition stage 2 never committed (it started late, or its group's offsets
     expired or were deleted) is read from offset 0, not from wherever its log starts."""
-    topic = unique_topic("late")
-    create_topic(source_cluster.bootstrap_servers, topic, SOURCE_PARTITIONS)
-    flow = unique_topic("flow").replace(".", "-")[-90:]
-    names = FlowNames(flow)
-    env = {
-        "KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS": source_cluster.bootstrap_servers,
-        "KAFKA_CLUSTERS_DESTINATION_BOOTSTRAP_SERVERS": target_cluster.bootstrap_servers,
-        "REPLICATION_TOPICS_INCLUDE": re.escape(topic),
-        "REPLICATION_FLOW": flow,
-        "REPLICATION_ENVELOPE_MAX_RECORDS": str(ENVELOPE_RECORDS),
-        "METRICS_PORT": "0",
-        "STATE_DIR": str(tmp_path / "state"),
-    }
+    topic, names, env = _flow(source_cluster, target_cluster, unique_topic("late"), tmp_path)
     _produce(source_cluster.bootstrap_servers, topic, b"early", 10)
     replicator = roles.start("replicator", env)
     source = read_source(source_cluster.bootstrap_servers, [topic])
