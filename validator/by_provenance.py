@@ -7,6 +7,8 @@ cluster is that flow's (``other_origin``)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
@@ -32,13 +34,17 @@ def by_provenance(
     cluster_id: str,
     *,
     two_way: bool = False,
+    source_compacted: Sequence[str] = (),
 ) -> DataFrame:
+    """``source_compacted``: the topics whose source is compacted, where a copy of a record the
+    source no longer holds is ``compacted`` if a later record of its key (on either side) could
+    have replaced it, and ``unexpected`` if none could."""
     ours = F.col("origin_offset").isNotNull() & (F.col("origin_cluster") == F.lit(cluster_id))
     foreign = _foreign(destination.filter(~ours), two_way)
     # The order is checked among this flow's copies only: a local record (active-active) or
     # another flow's copy between two of them says nothing about their order.
     copies = _numbered_copies(_with_previous_origin(destination.filter(ours)))
-    joined = _paired(source, copies, ranges)
+    joined = _with_key_last(_paired(source, copies, ranges), source, copies, source_compacted)
     has_s, has_d = F.col("s_offset").isNotNull(), F.col("d_offset").isNotNull()
     first = F.coalesce(F.col("copy"), F.lit(1)) == 1
     counted = F.array(
@@ -123,6 +129,39 @@ def _reach(copies: DataFrame, ranges: DataFrame) -> DataFrame:
     )
 
 
+def _with_key_last(
+    joined: DataFrame, source: DataFrame, copies: DataFrame, compacted: Sequence[str]
+) -> DataFrame:
+    """Beside each row, ``key_last``: the furthest source offset at which its copy's key has a
+    record (on the source, or named by a copy) in a compacted source's partition; null
+    elsewhere, and no extra join when no source is compacted."""
+    if not compacted:
+        return joined.withColumn("key_last", F.lit(None).cast("long"))
+    topics = list(compacted)
+    records = source.filter(F.col("topic").isin(topics)).select(
+        "topic", "partition", F.col("s_kh").alias("kh"), F.col("s_offset").alias("at")
+    )
+    named = copies.filter(F.col("topic").isin(topics)).select(
+        "topic",
+        F.col("origin_partition").alias("partition"),
+        "kh",
+        F.col("origin_offset").alias("at"),
+    )
+    last = (
+        records.unionByName(named)
+        .groupBy("topic", "partition", "kh")
+        .agg(F.max("at").alias("key_last"))
+    )
+    return joined.join(last, ["topic", "partition", "kh"], "left")
+
+
+def _not_replaced() -> Column:
+    return F.concat(
+        no_such_origin(),
+        F.lit("; the source is compacted, but no later record of this key could have replaced it"),
+    )
+
+
 def _paired(source: DataFrame, copies: DataFrame, ranges: DataFrame) -> DataFrame:
     """Each source record beside its copies (or alone), with its partition's range and reach."""
     s, d = source.alias("s"), copies.alias("d")
@@ -197,7 +236,8 @@ def _findings(has_s: Column, has_d: Column, first: Column) -> Column:
                 .when(F.col("origin_offset") < F.col("s_log_start"), finding("source_retention"))
                 .when(F.col("origin_offset") < F.col("s_start"), finding("before_range"))
                 .when(F.col("origin_offset") >= F.col("s_end"), finding("after_range"))
-                .when(F.col("compacted"), finding("compacted"))
+                .when(F.col("key_last") > F.col("origin_offset"), finding("compacted"))
+                .when(F.col("compacted"), finding("unexpected", _not_replaced()))
                 .otherwise(finding("unexpected", no_such_origin()))
             )
         )

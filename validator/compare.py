@@ -63,7 +63,11 @@ def find_events(
         # Read again by _compaction: cached rather than read from Kafka twice.
         source = source.persist(StorageLevel.MEMORY_AND_DISK)
     frames = []
-    finders = ((PROVENANCE, partial(by_provenance, two_way=two_way)), (CONTENT, by_content))
+    source_compacted = [p.source_topic for p in snapshot.pairs if p.source_compacted]
+    finders = (
+        (PROVENANCE, partial(by_provenance, two_way=two_way, source_compacted=source_compacted)),
+        (CONTENT, by_content),
+    )
     for mode, finder in finders:
         topics = [topic for topic, m in modes.items() if m == mode]
         if mode == CONTENT and topics and two_way:

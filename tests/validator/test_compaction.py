@@ -11,6 +11,7 @@ and without it):
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 
@@ -170,3 +171,49 @@ def test_what_a_log_cleaner_removed_on_either_side_is_compacted_not_missing(
             # What the source's cleaner removed after the copy: compacted on that side.
             assert row["matched"] == on_source
             assert row["outside_range"]["compacted"] == on_destination - on_source, row
+
+
+@pytest.mark.parametrize("plan", ["join", "auto"])
+def test_a_copy_of_an_offset_no_later_record_of_its_key_replaced_is_unexpected_not_compacted(
+    source_cluster, target_cluster, tmp_path, plan
+):
+    """A compacted source whose cleaner never ran, and a copy naming the offset of an aborted
+    record (a transactional source, as a Kafka Streams changelog is): nothing on either side
+    could have replaced it, so the cleaner did not remove it. Its neighbour, whose key has a
+    later record, is compacted."""
+    topic = f"validate.unreplaced.{uuid.uuid4().hex[:8]}"
+    source, target = source_cluster.bootstrap_servers, target_cluster.bootstrap_servers
+    _compacted_topic(source, topic, KEPT)
+    _compacted_topic(target, f"{topic}.copy", KEPT)
+    producer = Producer({"bootstrap.servers": source, "transactional.id": f"{topic}.seed"})
+    producer.init_transactions()
+    for key, aborted in ((b"ghost", True), (b"kept", False), (b"kept", False)):
+        producer.begin_transaction()
+        producer.produce(topic, key=key, value=key + b"-value", partition=0)
+        producer.flush(30)
+        if aborted:
+            producer.abort_transaction()
+        else:
+            producer.commit_transaction()
+    committed = read_all(source, topic, 1)
+    assert [r.offset for r in committed] == [2, 4]  # 0 aborted, 1 and 3 markers
+    ghost = ReadRecord(0, 0, b"ghost", b"ghost-value", [], committed[0].timestamp)
+    # The copy of offset 2 as if its later record (offset 4) had replaced it on the source.
+    replaced = dataclasses.replace(committed[0], offset=1)
+    _copy(target, f"{topic}.copy", [ghost, replaced, *committed], source_cluster.cluster_id)
+
+    env = {
+        "KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS": source,
+        "KAFKA_CLUSTERS_DESTINATION_BOOTSTRAP_SERVERS": target,
+        "KAFKA_CLUSTERS_SOURCE_TOPIC": topic,
+        "KAFKA_CLUSTERS_DESTINATION_TOPIC": f"{topic}.copy",
+    }
+    audit = run_validate(env, tmp_path / "audit", "--plan", plan)
+    assert audit.status == 1, audit.stdout + audit.stderr
+    assert audit.report is not None
+    [row] = audit.report["partitions"]
+    assert row["unexpected"] == 1, row
+    [example] = audit.examples("unexpected")
+    assert example["destination_offset"] == 0, example
+    assert "no later record of this key" in example["detail"], example
+    assert row["outside_range"].get("compacted") == 1, row  # offset 1: "kept" at 4 replaced it

@@ -1,7 +1,10 @@
 package io.kafkaexactly.validator;
 
+import java.nio.ByteBuffer;
 import java.util.Arrays;
+import java.util.HashSet;
 import java.util.Map;
+import java.util.Set;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -72,6 +75,10 @@ final class PartitionMerge {
     PartitionTask.Range range = task.source;
     long lastOrigin = -1; // of this flow's copies in this partition, in destination order
     boolean copiedInRange = false;
+    // The keys of copies whose source record is gone from a compacted source, until a later
+    // record of the same key (a copy, or a source record) shows that a cleaner could have
+    // removed it; one left at the end is not proven compacted (the join plan says what it is).
+    Set<ByteBuffer> unreplaced = new HashSet<>();
     for (ConsumerRecord<byte[], byte[]> copy; (copy = copies.take()) != null; ) {
       result.count(DESTINATION_RECORD);
       long at = copy.offset();
@@ -108,6 +115,7 @@ final class PartitionMerge {
                 + lastOrigin);
       }
       lastOrigin = originOffset;
+      replaced(unreplaced, copy);
       if (originOffset < range.logStart) {
         result.found(SOURCE_RETENTION, null, p, at, null);
         continue;
@@ -124,6 +132,7 @@ final class PartitionMerge {
       for (ConsumerRecord<byte[], byte[]> record;
           (record = sources.peek()) != null && record.offset() < originOffset; ) {
         sources.take();
+        replaced(unreplaced, record);
         result.count(SOURCE_RECORD);
         if (carriesOrigin(record)) {
           result.found(LOOPED, record.offset(), null, null, null);
@@ -137,7 +146,8 @@ final class PartitionMerge {
       copiedInRange = true;
       ConsumerRecord<byte[], byte[]> original = sources.peek();
       if (original == null || original.offset() != originOffset) {
-        if (task.sourceCompacted) { // the source's cleaner removed what was copied
+        if (task.sourceCompacted && copy.key() != null) { // the source's cleaner removed it
+          unreplaced.add(ByteBuffer.wrap(copy.key()));
           result.found(COMPACTED, null, p, at, null);
           continue;
         }
@@ -146,6 +156,7 @@ final class PartitionMerge {
                 + ", not a committed record there");
       }
       sources.take();
+      replaced(unreplaced, original);
       result.count(SOURCE_RECORD);
       if (carriesOrigin(original)) {
         return result.unproven("source offset " + originOffset + " is a copy, copied again");
@@ -157,8 +168,20 @@ final class PartitionMerge {
       result.count(MATCHED);
     }
     // Past the furthest copy: on its way (in flight), or a copy that is not copied (looped).
-    tail(sources, result);
+    tail(sources, result, unreplaced);
+    if (!unreplaced.isEmpty()) {
+      return result.unproven(
+          unreplaced.size() + " key(s) copied from offsets the compacted source no longer holds"
+              + " have no later record on either side");
+    }
     return result;
+  }
+
+  /** A record later than every claim in {@code unreplaced} replaces its key's claim. */
+  private static void replaced(Set<ByteBuffer> unreplaced, ConsumerRecord<byte[], byte[]> record) {
+    if (!unreplaced.isEmpty() && record.key() != null) {
+      unreplaced.remove(ByteBuffer.wrap(record.key()));
+    }
   }
 
   /** Without the header: the destination partition must be the source partition's records,
@@ -186,12 +209,14 @@ final class PartitionMerge {
       }
       result.count(MATCHED);
     }
-    tail(sources, result);
+    tail(sources, result, Set.of());
     return result;
   }
 
-  private static void tail(PartitionReader sources, PartitionResult result) {
+  private static void tail(
+      PartitionReader sources, PartitionResult result, Set<ByteBuffer> unreplaced) {
     for (ConsumerRecord<byte[], byte[]> record; (record = sources.take()) != null; ) {
+      replaced(unreplaced, record);
       result.count(SOURCE_RECORD);
       result.found(carriesOrigin(record) ? LOOPED : IN_FLIGHT, record.offset(), null, null, null);
     }
