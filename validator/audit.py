@@ -124,7 +124,7 @@ def _audit(
         findings |= joined[1]
         examples = [*examples, *joined[2]]
     progress.phase("writing the report")
-    moved = _log_starts_moved(snapshot, settings)
+    moved, cut = _log_starts_moved(snapshot, settings)
     plans = {topic: "merge" for topic in merged.proven} | {
         pair.source_topic: "join" for pair in rest
     }
@@ -145,6 +145,7 @@ def _audit(
         require_complete=options.require_complete,
         times=options.times,
         log_starts_moved=moved,
+        retention_cut=cut,
         two_way=options.two_way,
     )
 
@@ -284,14 +285,19 @@ def _merge_jars(settings: Settings, options: AuditOptions) -> list[str]:
         return []
 
 
-def _log_starts_moved(snapshot: Snapshot, settings: Settings) -> list[str]:
-    """Partitions whose retention deleted records while the audit read them.
+def _log_starts_moved(
+    snapshot: Snapshot, settings: Settings
+) -> tuple[list[str], set[tuple[str, int]]]:
+    """Partitions whose retention deleted records while the audit read them: worded, and as
+    (source topic, partition).
 
     Spark reads with failOnDataLoss=false, so those records are simply absent: their copies
-    can show as unexpected and they as missing. Named in the report and logged, never hidden.
+    can show as unexpected and they as missing. Named in the report and logged, never hidden;
+    such a partition's findings give no verdict (validator/report.py).
     """
     now = with_current_log_starts(snapshot, settings)
     moved = []
+    cut: set[tuple[str, int]] = set()
     for before, after in zip(snapshot.pairs, now.pairs, strict=True):
         for side, old, new, topic in (
             ("source", before.source, after.source, before.source_topic),
@@ -300,13 +306,14 @@ def _log_starts_moved(snapshot: Snapshot, settings: Settings) -> list[str]:
             for p, r in old.items():
                 if new[p].log_start > r.start:
                     moved.append(f"{side} {topic}[{p}] log start {r.start} -> {new[p].log_start}")
+                    cut.add((before.source_topic, p))
     if moved:
         _log.warning(
             "retention deleted records while the audit read them; findings below the new log "
             "start may be retention's, not losses: check again with --since",
             partitions="; ".join(moved),
         )
-    return moved
+    return moved, cut
 
 
 def _modes(

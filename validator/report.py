@@ -14,7 +14,7 @@ cluster).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -48,20 +48,32 @@ def build_report(
     times: TimeRange,
     log_starts_moved: list[str],
     two_way: bool,
+    retention_cut: Collection[tuple[str, int]] = (),
 ) -> dict[str, Any]:
     """``records`` maps (side, source topic, partition) to the records read on that side;
-    ``plans`` each source topic to the plan that checked it (validator/audit.py)."""
+    ``plans`` each source topic to the plan that checked it (validator/audit.py);
+    ``retention_cut`` the (source topic, partition) pairs whose log start moved on either side
+    while they were read."""
     partitions = _partition_rows(snapshot, modes, records, findings, require_complete)
     totals = _totals(partitions)
-    clean = all(row["clean"] for row in partitions)
     unproven = [
         f"{row['source_topic']}[{row['partition']}]" for row in partitions if _unproven(row)
     ]
+    # Spark read the cut partitions without the deleted records: a copy whose source record
+    # went is unexpected, a record whose copy went missing. Their findings judge nothing.
+    cut = set(retention_cut)
+    dirty = [row for row in partitions if not row["clean"]]
+    judged = [row for row in dirty if (row["source_topic"], row["partition"]) not in cut]
+    uncertain = [
+        f"{row['source_topic']}[{row['partition']}]"
+        for row in dirty
+        if (row["source_topic"], row["partition"]) in cut
+    ]
     verdict, status = (
         ("discrepancy", EXIT_DISCREPANCY)
-        if not clean
+        if judged
         else ("unproven", EXIT_INCOMPLETE)
-        if unproven
+        if unproven or uncertain
         else ("clean", EXIT_CLEAN)
     )
     return {
@@ -69,6 +81,9 @@ def build_report(
         "exit_status": status,
         # Partitions with records on both sides of which none matched (verdict "unproven").
         "unproven": unproven,
+        # Partitions with findings that retention cut while the audit read them (verdict
+        # "unproven" when nothing else is wrong).
+        "retention_cut": uncertain,
         "started_at": _iso(started),
         "finished_at": _iso(finished),
         "seconds": round((finished - started).total_seconds(), 1),

@@ -11,6 +11,11 @@ from typing import Any
 from validator.kinds import DISCREPANCY_KINDS, LOCAL, LOOPED
 
 
+def _named(partitions: Sequence[str]) -> str:
+    more = len(partitions) - 5
+    return ", ".join(partitions[:5]) + (f" and {more} more" if more > 0 else "")
+
+
 def verdict_of(report: Mapping[str, Any]) -> tuple[str, bool]:
     """The one-line verdict and whether it is clean; the report's own verdict decides."""
     clean = report.get("verdict") == "clean"
@@ -21,16 +26,20 @@ def verdict_of(report: Mapping[str, Any]) -> tuple[str, bool]:
             f"partition{'' if count == 1 else 's'} match"
         )
     elif report.get("verdict") == "unproven":
-        unproven = list(report.get("unproven", ()))
-        named = ", ".join(unproven[:5]) + (
-            f" and {len(unproven) - 5} more" if len(unproven) > 5 else ""
-        )
-        text = (
-            f"NO VERDICT: not one record matched in {named}, which hold records on both sides: "
-            "the destination's copies name another source cluster than "
-            f"{report.get('source', {}).get('cluster_id', 'the source')}, or these topics are "
-            "not one flow's source and destination"
-        )
+        reasons = []
+        if unproven := list(report.get("unproven", ())):
+            reasons.append(
+                f"not one record matched in {_named(unproven)}, which hold records on both "
+                "sides: the destination's copies name another source cluster than "
+                f"{report.get('source', {}).get('cluster_id', 'the source')}, or these topics "
+                "are not one flow's source and destination"
+            )
+        if cut := list(report.get("retention_cut", ())):
+            reasons.append(
+                f"retention deleted records of {_named(cut)} while the audit read them, so its "
+                "findings there may be retention's: audit again with a later --since"
+            )
+        text = "NO VERDICT: " + "; ".join(reasons)
     else:
         counts = [
             f"{total(report, kind):,} {label(kind)}"

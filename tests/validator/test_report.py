@@ -25,7 +25,7 @@ SNAPSHOT = Snapshot(
 )
 
 
-def _report(findings, *, require_complete=False, two_way=False):
+def _report(findings, *, require_complete=False, two_way=False, retention_cut=()):
     moment = datetime(2026, 11, 22, tzinfo=UTC)
     return build_report(
         SNAPSHOT,
@@ -41,6 +41,7 @@ def _report(findings, *, require_complete=False, two_way=False):
         times=TimeRange(),
         log_starts_moved=[],
         two_way=two_way,
+        retention_cut=retention_cut,
     )
 
 
@@ -119,3 +120,25 @@ def test_a_source_of_copies_only_is_not_unproven():
     """Two-way: a source partition holding only the other side's copies has nothing to copy."""
     report = _report({("orders", 0, "looped"): 10, ("orders", 0, "local"): 10}, two_way=True)
     assert (report["verdict"], report["exit_status"]) == ("clean", 0)
+
+
+def test_findings_in_a_partition_retention_cut_during_the_read_give_no_verdict():
+    """Its deleted records are absent from the read: copies of them look unexpected, records
+    whose copies went look missing. Exit 3, not 1, naming the partition and what to do."""
+    findings = {("orders", 0, "matched"): 9, ("orders", 1, "missing"): 2}
+    report = _report(findings, retention_cut={("orders", 1)})
+    assert (report["verdict"], report["exit_status"]) == ("unproven", 3)
+    assert report["retention_cut"] == ["orders[1]"]
+    text, clean = verdict_of(report)
+    assert not clean
+    assert text.startswith("NO VERDICT: retention deleted records of orders[1] while"), text
+    assert "--since" in text
+
+
+def test_a_discrepancy_where_retention_did_not_cut_is_still_one():
+    findings = {("orders", 0, "unexpected"): 1, ("orders", 1, "missing"): 2}
+    report = _report(findings, retention_cut={("orders", 1)})
+    assert (report["verdict"], report["exit_status"]) == ("discrepancy", 1)
+    # A partition retention cut but clean stays clean and judged.
+    clean_cut = _report({("orders", 0, "matched"): 10}, retention_cut={("orders", 0)})
+    assert (clean_cut["verdict"], clean_cut["exit_status"]) == ("clean", 0)
