@@ -43,7 +43,7 @@ def consumer_config(settings: Settings, on_error: ErrorCallback) -> dict[str, ob
         # Invariant 6: only committed staging records; never an aborted one.
         "isolation.level": "read_committed",
         # Invariant 7: a position behind staging's retention stops its partition, never jumps
-        # (deduplicator/stops.py); a partition never committed is sought to its beginning there.
+        # (deduplicator/stops.py); a partition never committed starts at offset 0 there.
         "auto.offset.reset": "error",
         "logger": LIBRDKAFKA_LOG,
         "error_cb": on_error,

@@ -115,7 +115,8 @@ class DeduplicatorMetrics:
         self.staging_records_lost = Counter(
             "exactly_deduplicator_staging_records_lost",
             "Staging offsets deleted (retention, delete-records) before stage 2 read them, by "
-            "staging partition, counted each time a stop finds them.",
+            "staging partition, counted each time a stop finds them; not counted for a "
+            "partition stage 2 has no commit on, where it cannot tell.",
             ["partition"],
             registry=r,
         )

@@ -62,7 +62,7 @@ class Partitions:
 
     def assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> list[TopicPartition]:
         """Restore ``partitions``' state; where the consumer starts each: its committed offset,
-        or staging's beginning if it has none (stops.py: librdkafka never chooses)."""
+        or offset 0 if it has none (stops.py: librdkafka never chooses)."""
         deadline = time.monotonic() + RESTORE_DEADLINE_S
         # First the offsets, then the changelog: a previous owner's offsets pending in a
         # transaction whose changelog records are not in the log yet (invariant 5).

@@ -86,7 +86,10 @@ def offset_reset(
         )
     else:
         if offset < low:
-            metrics.staging_records_lost.labels(str(partition)).inc(low - offset)
+            if offset > 0:
+                # Without a commit (offset 0) whether they were read is not known: not counted
+                # as lost, which the counter would claim.
+                metrics.staging_records_lost.labels(str(partition)).inc(low - offset)
             detail = _below_start(topic, partition, offset, low)
         else:
             detail = (
@@ -109,11 +112,11 @@ def _below_start(topic: str, partition: int, offset: int, low: int) -> str:
         # No commit: stage 2 cannot know whether it read them once (offsets expired or deleted)
         # or never did (started after retention took them); it says so rather than guess.
         return (
-            f"stage 2 has no committed offset on staging {topic} partition {partition}, and its "
-            f"log start is {low}: {low} records were deleted (retention.ms, or delete-records) "
-            "either before stage 2 first read them or after its group's offsets expired "
-            "(offsets.retention.minutes) or were deleted; stage 2 cannot tell which, so it reads "
-            "nothing past them"
+            f"stage 2 has no committed offset on staging {topic} partition {partition} (or one "
+            f"at 0), and its log start is {low}: {low} records were deleted (retention.ms, or "
+            "delete-records) either before stage 2 first read them, which loses their records, "
+            "or after its group's offsets expired (offsets.retention.minutes) or were deleted, "
+            "which loses nothing; stage 2 cannot tell which, so it reads nothing past them"
         )
     return (
         f"offset {offset} is below staging {topic} partition {partition}'s log start "
