@@ -288,7 +288,7 @@ GRANTS: tuple[GrantRow, ...] = (
         "GROUP",
         VALIDATOR_SAMPLE_GROUP,
         "DESCRIBE",
-        "reads the first records of the destination (assign only)",
+        "reads the first records of the destination and the flow's start (assign only)",
     ),
     _row(
         "validator",

@@ -221,6 +221,7 @@ def _joined(
         snapshot,
         {pair.source_topic: modes[pair.source_topic] for pair in snapshot.pairs},
         two_way=options.two_way,
+        all_later_read=options.times.until is None,
     )
     # One pass over both topics: the counts, and the first finding of each kind in each
     # partition as the examples. Only the destination is cached (compare.py): caching both sides

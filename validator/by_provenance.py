@@ -25,6 +25,7 @@ from validator.findings import (
     unpaired_source,
 )
 from validator.kinds import DESTINATION_RECORD, LOCAL, LOOPED, SOURCE_RECORD
+from validator.read import is_tombstone
 
 
 def by_provenance(
@@ -36,9 +37,11 @@ def by_provenance(
     two_way: bool = False,
     source_compacted: Sequence[str] = (),
 ) -> DataFrame:
-    """``source_compacted``: the topics whose source is compacted, where a copy of a record the
-    source no longer holds is ``compacted`` if a later record of its key (on either side) could
-    have replaced it, and ``unexpected`` if none could."""
+    """``source_compacted``: the topics whose source is compacted and whose later records were
+    all read (no --until), where a copy of a record the source no longer holds is ``compacted``
+    if a later record of its key (on either side) could have replaced it, or it is a tombstone
+    (the cleaner removes those after delete.retention.ms), and ``unexpected`` otherwise. In
+    any other compacted topic such a copy is ``compacted``, as nothing can say otherwise."""
     ours = F.col("origin_offset").isNotNull() & (F.col("origin_cluster") == F.lit(cluster_id))
     foreign = _foreign(destination.filter(~ours), two_way)
     # The order is checked among this flow's copies only: a local record (active-active) or
@@ -132,11 +135,10 @@ def _reach(copies: DataFrame, ranges: DataFrame) -> DataFrame:
 def _with_key_last(
     joined: DataFrame, source: DataFrame, copies: DataFrame, compacted: Sequence[str]
 ) -> DataFrame:
-    """Beside each row, ``key_last``: the furthest source offset at which its copy's key has a
-    record (on the source, or named by a copy) in a compacted source's partition; null
-    elsewhere, and no extra join when no source is compacted."""
+    """Beside each row, ``replaced``: whether a log cleaner could have removed the source record
+    its copy names (by_provenance's ``source_compacted``); no extra join when no topic asks."""
     if not compacted:
-        return joined.withColumn("key_last", F.lit(None).cast("long"))
+        return joined.withColumn("replaced", F.lit(True))
     topics = list(compacted)
     records = source.filter(F.col("topic").isin(topics)).select(
         "topic", "partition", F.col("s_kh").alias("kh"), F.col("s_offset").alias("at")
@@ -152,7 +154,10 @@ def _with_key_last(
         .groupBy("topic", "partition", "kh")
         .agg(F.max("at").alias("key_last"))
     )
-    return joined.join(last, ["topic", "partition", "kh"], "left")
+    later = F.coalesce(F.col("key_last") > F.col("origin_offset"), F.lit(False))
+    return joined.join(last, ["topic", "partition", "kh"], "left").withColumn(
+        "replaced", ~F.col("topic").isin(topics) | later | is_tombstone(F.col("vh"))
+    )
 
 
 def _not_replaced() -> Column:
@@ -236,7 +241,7 @@ def _findings(has_s: Column, has_d: Column, first: Column) -> Column:
                 .when(F.col("origin_offset") < F.col("s_log_start"), finding("source_retention"))
                 .when(F.col("origin_offset") < F.col("s_start"), finding("before_range"))
                 .when(F.col("origin_offset") >= F.col("s_end"), finding("after_range"))
-                .when(F.col("key_last") > F.col("origin_offset"), finding("compacted"))
+                .when(F.col("compacted") & F.col("replaced"), finding("compacted"))
                 .when(F.col("compacted"), finding("unexpected", _not_replaced()))
                 .otherwise(finding("unexpected", no_such_origin()))
             )

@@ -43,11 +43,14 @@ def find_events(
     modes: dict[str, str],
     *,
     two_way: bool = False,
+    all_later_read: bool = True,
 ) -> DataFrame:
     """The findings of every pair; ``modes`` maps each source topic to PROVENANCE or CONTENT.
 
     ``two_way``: destination records without the header were produced on the destination
-    cluster (``local``), not invented; only the provenance plan can tell them apart."""
+    cluster (``local``), not invented; only the provenance plan can tell them apart.
+    ``all_later_read``: the ranges reach the snapshot (no --until), so a compacted source's
+    later records of a key are read (by_provenance's ``source_compacted``)."""
     ranges = _ranges_frame(spark, snapshot)
     source, destination = _sides(both)
     # Several branches of the plan read the destination (pairs, how far replication reached,
@@ -63,7 +66,10 @@ def find_events(
         # Read again by _compaction: cached rather than read from Kafka twice.
         source = source.persist(StorageLevel.MEMORY_AND_DISK)
     frames = []
-    source_compacted = [p.source_topic for p in snapshot.pairs if p.source_compacted]
+    # With --until, a later record of a key may lie past the range: not read, no evidence.
+    source_compacted = (
+        [p.source_topic for p in snapshot.pairs if p.source_compacted] if all_later_read else []
+    )
     finders = (
         (PROVENANCE, partial(by_provenance, two_way=two_way, source_compacted=source_compacted)),
         (CONTENT, by_content),

@@ -61,10 +61,11 @@ def flow_started_at_ms(settings: Settings) -> int | None:
     except KafkaException as exc:
         if exc.args[0].code() in _NO_TOPIC:
             return None
+        denied = exc.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
         raise InputError(
             f"REPLICATION_START_FROM=latest: the flow's start is recorded in {topic}, which "
-            f"could not be read ({exc.args[0].str()}); grant the validator READ on it, or give "
-            "--since"
+            f"could not be read ({exc.args[0].str()}): "
+            + ("grant the validator READ on it, or give --since" if denied else "give --since")
         ) from None
     finally:
         consumer.close()

@@ -100,6 +100,11 @@ def _kafka(
     )
 
 
+def is_tombstone(vh: Column) -> Column:
+    """Whether a value hash (``vh``, _hashed) is a null value's: the hash of "null" alone."""
+    return vh == F.xxhash64(F.lit(True), F.lit(None).cast("binary"))
+
+
 def _hashed(raw: DataFrame, side: str, topic: Column, *, with_origin: bool) -> DataFrame:
     # The provenance header is the pipeline's addition, not part of the record it copies.
     headers = F.filter("headers", lambda h: h["key"] != HEADER_PROVENANCE)

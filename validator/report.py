@@ -30,6 +30,9 @@ from validator.kinds import (
 )
 from validator.snapshot import OffsetRange, Snapshot, TimeRange
 
+# What retention deleting records during the read looks like (_retention_may_explain).
+_RETENTION_LOOKALIKES = frozenset({"missing", "unexpected"})
+
 Counts = Mapping[tuple[str, int, str], int]  # (source topic, partition, kind) -> records
 
 
@@ -59,16 +62,11 @@ def build_report(
     unproven = [
         f"{row['source_topic']}[{row['partition']}]" for row in partitions if _unproven(row)
     ]
-    # Spark read the cut partitions without the deleted records: a copy whose source record
-    # went is unexpected, a record whose copy went missing. Their findings judge nothing.
     cut = set(retention_cut)
     dirty = [row for row in partitions if not row["clean"]]
-    judged = [row for row in dirty if (row["source_topic"], row["partition"]) not in cut]
-    uncertain = [
-        f"{row['source_topic']}[{row['partition']}]"
-        for row in dirty
-        if (row["source_topic"], row["partition"]) in cut
-    ]
+    uncertain_rows = [row for row in dirty if _retention_may_explain(row, cut)]
+    judged = [row for row in dirty if row not in uncertain_rows]
+    uncertain = [f"{row['source_topic']}[{row['partition']}]" for row in uncertain_rows]
     verdict, status = (
         ("discrepancy", EXIT_DISCREPANCY)
         if judged
@@ -176,6 +174,16 @@ def example_rows(
             }
         )
     return grouped
+
+
+def _retention_may_explain(row: Mapping[str, Any], cut: set[tuple[str, int]]) -> bool:
+    """Spark read a cut partition without the deleted records: a copy whose source record went
+    looks unexpected, a record whose copy went looks missing. Findings of those two kinds alone
+    judge nothing there; any other kind (a duplicate, a changed field) retention cannot make."""
+    if (row["source_topic"], row["partition"]) not in cut:
+        return False
+    found = {kind for kind in DISCREPANCY_KINDS if row[kind]}
+    return bool(found) and found <= _RETENTION_LOOKALIKES
 
 
 def _unproven(row: Mapping[str, Any]) -> bool:

@@ -135,10 +135,21 @@ def test_findings_in_a_partition_retention_cut_during_the_read_give_no_verdict()
     assert "--since" in text
 
 
-def test_a_discrepancy_where_retention_did_not_cut_is_still_one():
-    findings = {("orders", 0, "unexpected"): 1, ("orders", 1, "missing"): 2}
+@pytest.mark.parametrize(
+    ("findings", "uncertain"),
+    [
+        # Where retention did not cut (and where it did: named, but the verdict stands).
+        ({("orders", 0, "unexpected"): 1, ("orders", 1, "missing"): 2}, ["orders[1]"]),
+        # Where it did, but of a kind retention cannot make.
+        ({("orders", 1, "missing"): 2, ("orders", 1, "duplicated"): 1}, []),
+    ],
+)
+def test_a_discrepancy_retention_cannot_explain_is_still_one(findings, uncertain):
     report = _report(findings, retention_cut={("orders", 1)})
     assert (report["verdict"], report["exit_status"]) == ("discrepancy", 1)
-    # A partition retention cut but clean stays clean and judged.
+    assert report["retention_cut"] == uncertain
+
+
+def test_a_partition_retention_cut_but_clean_is_clean():
     clean_cut = _report({("orders", 0, "matched"): 10}, retention_cut={("orders", 0)})
     assert (clean_cut["verdict"], clean_cut["exit_status"]) == ("clean", 0)

@@ -238,23 +238,24 @@ def test_bad_input_is_one_line_and_exit_status_2(source_cluster, target_cluster,
     assert result.report is None  # no verdict, so no report that could be mistaken for one
 
 
+@pytest.mark.parametrize("unwritable", ["--report", "--chart"])
 def test_a_report_path_that_cannot_be_written_is_bad_input_before_the_audit(
-    source_cluster, target_cluster, source_topic, tmp_path
+    source_cluster, target_cluster, source_topic, tmp_path, unwritable
 ):
-    """Found only after the audit, it would cost the verdict and exit 1, read as a discrepancy."""
+    """Found only after the audit, it would cost the verdict and exit 1, read as a discrepancy.
+    The check leaves no file behind that could be taken for a report."""
     topic, _records = source_topic
     blocker = tmp_path / "a-file"
     blocker.write_text("")
-    unwritable = blocker / "report.json"
+    path = blocker / "out"
     env = _env(source_cluster, target_cluster)
-    result = run_validate(
-        env, tmp_path / "out", "--topic", topic, "--report", str(unwritable), timeout_s=60
-    )
+    out = tmp_path / "out"
+    result = run_validate(env, out, "--topic", topic, unwritable, str(path), timeout_s=60)
     assert result.status == 2, result.stdout + result.stderr
     [line] = result.stderr.strip().splitlines()
-    assert line.startswith(f"exactly validate: cannot write {unwritable}: "), line
-    assert "reading" not in result.stderr  # said before Spark started
-    assert not (tmp_path / "out" / "report.html").exists()  # the chart's path: no file left
+    assert line.startswith(f"exactly validate: cannot write {path}: "), line
+    assert result.report is None  # out/report.json: checked first when writable, then removed
+    assert not (out / "report.html").exists()
 
 
 # A Spark session on the image's jars alone: in make test-slow, to keep the default suite

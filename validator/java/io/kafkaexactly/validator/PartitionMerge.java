@@ -77,7 +77,8 @@ final class PartitionMerge {
     boolean copiedInRange = false;
     // The keys of copies whose source record is gone from a compacted source, until a later
     // record of the same key (a copy, or a source record) shows that a cleaner could have
-    // removed it; one left at the end is not proven compacted (the join plan says what it is).
+    // removed it; one left at the end is not proven compacted (the join plan says what it is,
+    // knowing whether --until left the later records unread).
     Set<ByteBuffer> unreplaced = new HashSet<>();
     for (ConsumerRecord<byte[], byte[]> copy; (copy = copies.take()) != null; ) {
       result.count(DESTINATION_RECORD);
@@ -147,7 +148,9 @@ final class PartitionMerge {
       ConsumerRecord<byte[], byte[]> original = sources.peek();
       if (original == null || original.offset() != originOffset) {
         if (task.sourceCompacted && copy.key() != null) { // the source's cleaner removed it
-          unreplaced.add(ByteBuffer.wrap(copy.key()));
+          if (copy.value() != null) { // a tombstone goes after delete.retention.ms, unreplaced
+            unreplaced.add(ByteBuffer.wrap(copy.key()));
+          }
           result.found(COMPACTED, null, p, at, null);
           continue;
         }
