@@ -56,6 +56,17 @@ def _flow(
     return topic, FlowNames(flow), env
 
 
+def _stopped(roles, env: dict[str, str], lane: int, offset: int, **named: str):
+    """Stage 2 started, once it has stopped ``lane`` at ``offset``: the role, its log, its
+    metrics."""
+    port = str(free_port())
+    deduplicator = roles.start("deduplicator", {**env, "METRICS_PORT": port}, **named)
+    deduplicator.wait_for_log("staging partition stopped", timeout_s=90)
+    log = deduplicator.log_text(since_start=True)
+    assert re.search(rf"reason=data_loss partition={lane} offset={offset}\b", log), log
+    return deduplicator, log, scrape(port)
+
+
 def _committed(bootstrap: str, group: str, topic: str, partition: int) -> int:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
     try:
@@ -93,13 +104,8 @@ def test_envelopes_deleted_before_stage_2_read_them_stop_their_partition_and_say
     admin.delete_records([hole])[hole].result(30)
 
     for run in ("first", "again"):
-        port = str(free_port())
-        deduplicator = roles.start("deduplicator", {**env, "METRICS_PORT": port}, name=run)
-        deduplicator.wait_for_log("staging partition stopped", timeout_s=90)
-        log = deduplicator.log_text(since_start=True)
-        assert re.search(rf"reason=data_loss partition={lane} offset={committed}\b", log), log
+        deduplicator, log, metrics = _stopped(roles, env, lane, committed, name=run)
         assert "1 records were deleted before stage 2 read them" in log
-        metrics = scrape(port)
         lost = sample(
             metrics, "exactly_deduplicator_staging_records_lost_total", partition=str(lane)
         )
@@ -169,13 +175,8 @@ def test_envelopes_deleted_before_stage_2_ever_committed_stop_their_partition_to
     hole = TopicPartition(names.staging, lane, 1)
     admin.delete_records([hole])[hole].result(30)
 
-    port = str(free_port())
-    deduplicator = roles.start("deduplicator", {**env, "METRICS_PORT": port})
-    deduplicator.wait_for_log("staging partition stopped", timeout_s=90)
-    log = deduplicator.log_text(since_start=True)
-    assert re.search(rf"reason=data_loss partition={lane} offset=0\b", log), log
+    deduplicator, log, metrics = _stopped(roles, env, lane, 0)
     assert "stage 2 has no committed offset" in log
-    metrics = scrape(port)
     stopped = sample(
         metrics, "exactly_deduplicator_partitions_stopped", partition=str(lane), reason="data_loss"
     )
