@@ -47,7 +47,7 @@ def by_provenance(
     # The order is checked among this flow's copies only: a local record (active-active) or
     # another flow's copy between two of them says nothing about their order.
     copies = _numbered_copies(_with_previous_origin(destination.filter(ours)))
-    joined = _with_key_last(_paired(source, copies, ranges), source, copies, source_compacted)
+    joined = _with_replaced(_paired(source, copies, ranges), source, copies, source_compacted)
     has_s, has_d = F.col("s_offset").isNotNull(), F.col("d_offset").isNotNull()
     first = F.coalesce(F.col("copy"), F.lit(1)) == 1
     counted = F.array(
@@ -132,7 +132,7 @@ def _reach(copies: DataFrame, ranges: DataFrame) -> DataFrame:
     )
 
 
-def _with_key_last(
+def _with_replaced(
     joined: DataFrame, source: DataFrame, copies: DataFrame, compacted: Sequence[str]
 ) -> DataFrame:
     """Beside each row, ``replaced``: whether a log cleaner could have removed the source record

@@ -13,10 +13,11 @@ from __future__ import annotations
 import json
 import time
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
 
 from runtime.settings import Settings
 from validator.errors import InputError
+from validator.sample import destination_reader
 
 _TIMEOUT_S = 30.0
 # Stage 1's key (replicator/flowrecords.py; a role does not import another).
@@ -32,15 +33,7 @@ def flow_started_at_ms(settings: Settings) -> int | None:
     """When the flow first started (epoch ms), or None when stage 1 has not recorded it (the
     flow never ran, so there is no history it left out)."""
     topic = settings.names.meta
-    consumer = Consumer(
-        {
-            **settings.destination.client_config(),
-            "group.id": "exactly-validate-sample",  # never commits: assign() only
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "log_level": "0",  # a failure is the InputError below, once
-        }
-    )
+    consumer = destination_reader(settings, {"enable.partition.eof": True})
     try:
         low, end = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=_TIMEOUT_S)
         if end <= low:

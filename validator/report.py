@@ -63,10 +63,14 @@ def build_report(
         f"{row['source_topic']}[{row['partition']}]" for row in partitions if _unproven(row)
     ]
     cut = set(retention_cut)
-    dirty = [row for row in partitions if not row["clean"]]
-    uncertain_rows = [row for row in dirty if _retention_may_explain(row, cut)]
-    judged = [row for row in dirty if row not in uncertain_rows]
-    uncertain = [f"{row['source_topic']}[{row['partition']}]" for row in uncertain_rows]
+    judged, uncertain = [], []
+    for row in partitions:
+        if row["clean"]:
+            continue
+        if _retention_may_explain(row, cut):
+            uncertain.append(f"{row['source_topic']}[{row['partition']}]")
+        else:
+            judged.append(row)
     verdict, status = (
         ("discrepancy", EXIT_DISCREPANCY)
         if judged

@@ -46,20 +46,26 @@ def first_records_with_origin(settings: Settings, snapshot: Snapshot) -> dict[st
     return counts
 
 
+def destination_reader(settings: Settings, config: Mapping[str, object]) -> Consumer:
+    """A consumer of the destination that only assigns and never commits, under the group the
+    validator is granted (runtime/grants.py); its failures are the caller's InputError, once."""
+    return Consumer(
+        {
+            **settings.destination.client_config(),
+            "group.id": "exactly-validate-sample",
+            "enable.auto.commit": False,
+            "log_level": "0",
+            **config,
+        }
+    )
+
+
 def _first_records(
     settings: Settings,
     wanted: Mapping[TopicPartition, str],
     ends: Mapping[tuple[str, int], int],
 ) -> dict[tuple[str, int], bool]:
-    consumer = Consumer(
-        {
-            **settings.destination.client_config(),
-            "group.id": "exactly-validate-sample",  # never commits: assign() only
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-            "log_level": "0",  # a failure is the InputError below, once
-        }
-    )
+    consumer = destination_reader(settings, {"isolation.level": "read_committed"})
     try:
         consumer.assign(list(wanted))
         seen: dict[tuple[str, int], bool] = {}
