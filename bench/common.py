@@ -5,6 +5,7 @@ as Ctrl-C."""
 
 from __future__ import annotations
 
+import json
 import math
 import multiprocessing
 import os
@@ -14,11 +15,20 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    KafkaException,
+    Message,
+    Producer,
+    TopicCollection,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from envelope import HEADER_PROVENANCE, encode_provenance
 from localkafka import RoleProcess, die_with_parent
-from runtime import produce_when_room
+from replicator.topics import topic_id_bytes
+from runtime import load_settings, produce_when_room
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 # How long a bench waits for one copy to finish before it calls the candidate stuck.
@@ -230,3 +240,19 @@ def copy_as_stage_2(producer: Producer, topic: str, message: Message, cluster_id
         headers=headers,
         timestamp=message.timestamp()[1],
     )
+
+
+def record_as_stage_1(source: str, target: str, settings: Mapping[str, str], topics: list[str]):
+    """What stage 1 records in the flow's meta topic before it copies a source topic (its topic
+    id, replicator/flowrecords.py), for a bench that copies as stage 2 without stage 1: offset
+    sync translates only a topic so recorded."""
+    meta = load_settings(settings).names.meta
+    described = AdminClient({"bootstrap.servers": source}).describe_topics(TopicCollection(topics))
+    ids = {name: topic_id_bytes(described[name].result(30).topic_id).hex() for name in topics}
+    AdminClient({"bootstrap.servers": target}).create_topics([NewTopic(meta, 1)])[meta].result(30)
+    producer = Producer({"bootstrap.servers": target, "enable.idempotence": True})
+    for name, topic_id in ids.items():
+        value = json.dumps({"topic_id": topic_id}).encode()
+        producer.produce(meta, key=f"topic-id:{name}".encode(), value=value, partition=0)
+    if producer.flush(30):
+        raise SystemExit(f"the flow's meta topic {meta} took no record in 30 s")

@@ -55,7 +55,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench.common import process_group_cpu_seconds, say
+from bench.common import process_group_cpu_seconds, record_as_stage_1, say
 from bench.offsetsync_load import (
     START_TIMEOUT_S,
     Committer,
@@ -123,6 +123,7 @@ def main() -> None:
             await_groups(committer, len(groups))
             port = free_port()
             settings = _settings(source, target, source_topic, topic, prefix, args, port)
+            record_as_stage_1(source, target, settings, [source_topic])
             sync = RoleProcess("offsetsync", settings, base, cwd=ROOT).start()
             # Offset sync and its offset fetch processes: the role runs in a session of its own.
             pgid = sync.pid

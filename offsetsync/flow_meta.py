@@ -1,9 +1,11 @@
 """What offset sync learns from the flow's meta topic (docs/design.md §3.2): the source topics
-stage 1 left out because their destination name collides with another's (invariant 7). Their
-destination topic holds the other topic's copies, so a group's offsets on a left-out topic have
-no copies to be translated to: translated anyway, they would move the group on the destination
-to where the other topic's records are (the provenance header names a cluster, partition and
-offset, not a topic)."""
+stage 1 replicates (it records each one's topic id before it copies a record of it, invariant
+7), and those it left out because their destination name collides with another's. A left-out
+topic's destination holds the other topic's copies, so a group's offsets on it have no copies to
+be translated to: translated anyway, they would move the group on the destination to where the
+other topic's records are (the provenance header names a cluster, partition and offset, not a
+topic). Only a recorded topic is translated: a topic stage 1 has not judged yet (stopped,
+crash-looping, or not yet at its next discovery round) may be the one it will leave out."""
 
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ _LEFT_OUT_PREFIX = "left-out:"
 _TOPIC_ID_PREFIX = "topic-id:"
 
 
-class LeftOutTopics:
+class FlowTopics:
     """The meta topic read on, a cycle at a time, from where the last read ended."""
 
     def __init__(self, meta_topic: str) -> None:
@@ -32,7 +34,7 @@ class LeftOutTopics:
 
     def refresh(self, reader: ClusterReader) -> None:
         """Read what stage 1 recorded since the last read. A meta topic that is not there (no
-        stage 1 of this flow has run) leaves nothing out; one whose partition cannot be read
+        stage 1 of this flow has run) records no topic; one whose partition cannot be read
         this time keeps what was read before. Other errors fail the cycle: a topic is never
         translated for want of knowing whether it was left out."""
         key = (self._topic, 0)
@@ -44,6 +46,14 @@ class LeftOutTopics:
         if start < end:
             reader.scan({key: (start, end)}, {key: _Records(self._values)})
         self._position = max(self._position, end)
+
+    def replicated(self) -> set[str]:
+        """Source topics stage 1 took in: their topic id is recorded."""
+        return {
+            key.removeprefix(_TOPIC_ID_PREFIX)
+            for key in self._values
+            if key.startswith(_TOPIC_ID_PREFIX)
+        }
 
     def left_out(self) -> set[str]:
         """Source topics recorded as left out and not replicated since (once the topic that

@@ -36,7 +36,7 @@ from offsetsync.cache import CachedTranslations
 from offsetsync.checkpoints import Checkpoint, CheckpointWriter
 from offsetsync.clients import SyncClients
 from offsetsync.errors import NoOffsetsError, OffsetSyncError, StaleLeadershipError
-from offsetsync.flow_meta import LeftOutTopics
+from offsetsync.flow_meta import FlowTopics
 from offsetsync.groups import GROUP_ACTIVE, GroupOffsets, is_idle, translated_metadata
 from offsetsync.metrics import GROUP_STATES, OffsetSyncMetrics
 from offsetsync.reading import Key
@@ -133,8 +133,13 @@ class OffsetSync:
         self._waiting: dict[GroupPartition, float] = {}  # since (monotonic), by source partition
         self._waited: set[GroupPartition] = set()  # warned about, by source partition
         self._translations = CachedTranslations()
-        self._left_out = LeftOutTopics(settings.names.meta)
-        self._left_out_now: set[str] = set()  # as of this cycle's read of the meta topic
+        self._flow_topics = FlowTopics(settings.names.meta)
+        # As of this cycle's read of the meta topic: source topics stage 1 took in, left out.
+        self._replicated_now: set[str] = set()
+        self._left_out_now: set[str] = set()
+        # Source topics stage 1 has not taken in yet: since when (monotonic), and those warned.
+        self._untaken_since: dict[str, float] = {}
+        self._untaken_warned: set[str] = set()
         self._left_out_warned: set[str] = set()  # source topics, while they stay left out
         # Partitions that could not be read, warned about while that lasts: (cluster, partition).
         self._unavailable: set[tuple[str, Key]] = set()
@@ -171,7 +176,7 @@ class OffsetSync:
         self._clients.serve_callbacks()
         self._checkpoints.serve_callbacks()
         self._stale = set()
-        self._refresh_left_out()
+        self._refresh_flow_topics()
         listed = sorted(
             g for g in self._clients.source_groups.states() if self._settings.syncs_group(g)
         )
@@ -291,9 +296,7 @@ class OffsetSync:
         for group, offsets in fetched.items():
             for (topic, partition), committed in offsets.offsets.items():
                 if topic not in destinations:
-                    destinations[topic] = (
-                        None if self._is_left_out(topic) else self._destination_of(topic)
-                    )
+                    destinations[topic] = self._translatable_destination(topic)
                 destination_topic = destinations[topic]
                 if destination_topic is None:
                     continue
@@ -372,16 +375,30 @@ class OffsetSync:
                 )
             return None
 
-    def _refresh_left_out(self) -> None:
-        """Stage 1's left-out topics as the meta topic has them now; a topic no longer left out
+    def _translatable_destination(self, topic: str) -> str | None:
+        """The destination a group's offsets on ``topic`` are translated onto; None when the
+        flow does not replicate it, stage 1 left it out, or stage 1 has not taken it in yet."""
+        destination = self._destination_of(topic)
+        if destination is None or self._is_left_out(topic) or not self._taken_in(topic):
+            return None
+        return destination
+
+    def _refresh_flow_topics(self) -> None:
+        """Stage 1's topics as the meta topic has them now; a topic no longer left out
         (renamed apart, or the other topic gone and this one replicated) is said so once."""
-        self._left_out.refresh(self._clients.destination_reader)
-        left_out = self._left_out_now = self._left_out.left_out()
+        self._flow_topics.refresh(self._clients.destination_reader)
+        self._replicated_now = self._flow_topics.replicated()
+        left_out = self._left_out_now = self._flow_topics.left_out()
         for topic in sorted(self._left_out_warned - left_out):
             log.info(
                 "source topic no longer left out by stage 1: its offsets are synced", topic=topic
             )
         self._left_out_warned &= left_out
+        for topic in sorted(self._untaken_warned & self._replicated_now):
+            log.info("source topic taken in by stage 1: its offsets are synced", topic=topic)
+        for topic in self._replicated_now & self._untaken_since.keys():
+            del self._untaken_since[topic]
+        self._untaken_warned -= self._replicated_now
         self._metrics.topics_left_out.set(len(left_out))
 
     def _is_left_out(self, topic: str) -> bool:
@@ -399,6 +416,36 @@ class OffsetSync:
                 destination=self._destination_or_none(topic),
             )
         return True
+
+    def _taken_in(self, topic: str) -> bool:
+        """Whether stage 1 recorded ``topic``'s id, as it does before it copies a record of it.
+        Until then the topic may be one it will leave out when it next looks (it is stopped,
+        crash-looping, or between two discovery rounds), and its destination may hold another
+        topic's copies. Said once at INFO, and once at WARNING when it lasts as long as a group
+        waiting for replication is warned about (no stage 1, or no grant to read its records)."""
+        if topic in self._replicated_now:
+            return True
+        now = time.monotonic()
+        since = self._untaken_since.setdefault(topic, now)
+        fields = {"topic": topic, "meta_topic": self._settings.names.meta}
+        if since == now:
+            log.info(
+                "source topic not yet taken in by stage 1 (no topic id in the flow's meta "
+                "topic): groups' offsets on it are synced once it is",
+                **fields,
+            )
+        elif (
+            topic not in self._untaken_warned
+            and now - since >= self._settings.sync_waiting_warn_ms / 1000
+        ):
+            self._untaken_warned.add(topic)
+            log.warning(
+                "source topic still not taken in by stage 1: groups' offsets on it are not "
+                "synced (is stage 1 running, and may offset sync read the meta topic?)",
+                waited_s=round(now - since, 1),
+                **fields,
+            )
+        return False
 
     def _destination_or_none(self, topic: str) -> str | None:
         try:

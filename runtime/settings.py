@@ -305,7 +305,9 @@ class Settings(BaseSettings):
         "this long is logged at WARNING (once, and again at INFO when it is): offset sync waits "
         "for replication rather than guess, so a stopped or lagging stage 2 would otherwise "
         'leave it silent. Metric `exactly_offsetsync_groups{state="waiting"}` counts such '
-        "groups at every cycle.",
+        "groups at every cycle. A source topic stage 1 has not taken in for this long (no "
+        "topic id in the flow's meta topic: its groups are not translated) is warned about "
+        "once too.",
     )
     state_dir: Annotated[Path, BeforeValidator(non_empty)] = Field(
         Path("state"),

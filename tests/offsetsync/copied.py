@@ -1,8 +1,17 @@
 """A source topic of numbered records and its copy `<topic>.copy` on the target, written as
-stage 2 writes (provenance header, same partitions): what offset sync translates across."""
+stage 2 writes (provenance header, same partitions), and what stage 1 records of it in the
+flow's meta topic: what offset sync translates across."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable, Mapping
+
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicCollection
+from confluent_kafka.admin import AdminClient
+
+from replicator.topics import topic_id_bytes
+from runtime import Settings
 from tests.kafka_helpers import create_topic, produce_numbered, read_all
 from tests.validator.planting import copy_to_destination
 
@@ -22,3 +31,31 @@ def copied_topic(source_cluster, target_cluster, topic: str, partitions: int, re
         partitions=partitions,
     )
     return source, copy
+
+
+def record_in_meta(bootstrap: str, meta: str, records: Mapping[str, dict]) -> None:
+    """What stage 1 records in the flow's meta topic (replicator/flowrecords.py), as it does;
+    the topic made by the first record."""
+    try:
+        create_topic(bootstrap, meta, 1)
+    except KafkaException as exc:
+        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for key, value in records.items():
+        producer.produce(meta, key=key.encode(), value=json.dumps(value).encode(), partition=0)
+    assert producer.flush(30) == 0
+
+
+def record_taken_in(source_cluster, target_cluster, settings: Settings, topics: Iterable[str]):
+    """Stage 1's record of each of ``topics`` taken in (its source topic id), which it writes
+    before it copies a record of it: offset sync translates only a topic so recorded."""
+    names = list(topics)
+    admin = AdminClient({"bootstrap.servers": source_cluster.bootstrap_servers})
+    described = admin.describe_topics(TopicCollection(names))
+    ids = {name: topic_id_bytes(described[name].result(30).topic_id).hex() for name in names}
+    record_in_meta(
+        target_cluster.bootstrap_servers,
+        settings.names.meta,
+        {f"topic-id:{name}": {"topic_id": topic_id} for name, topic_id in ids.items()},
+    )

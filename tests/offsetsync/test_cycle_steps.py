@@ -17,7 +17,7 @@ from offsetsync.clients import connect
 from offsetsync.metrics import OffsetSyncMetrics
 from runtime import load_settings
 from tests.kafka_helpers import read_all
-from tests.offsetsync.copied import copied_topic
+from tests.offsetsync.copied import copied_topic, record_taken_in
 from tests.offsetsync.groups import committed_offsets, process_and_stop
 from tests.replication.scrape import free_port
 
@@ -104,6 +104,7 @@ def _setup(source_cluster, target_cluster, unique_topic, unique_group, closing) 
             "METRICS_PORT": str(free_port()),
         }
     )
+    record_taken_in(source_cluster, target_cluster, settings, [topic])
     metrics = OffsetSyncMetrics()
     beats: list[int] = []
     watches: list[_WatchedFetches] = []

@@ -18,11 +18,13 @@ from confluent_kafka.admin import AdminClient
 
 from envelope import HEADER_PROVENANCE, encode_provenance
 from offsetsync.checkpoints import Checkpoint
+from runtime import load_settings
 from runtime.names import FlowNames
 from runtime.settings import role_environment
 from tests.backends import choose_backend, cold_cluster
 from tests.commands import run_exactly
 from tests.kafka_helpers import ReadRecord, create_topic, read_all
+from tests.offsetsync.copied import record_taken_in
 from tests.offsetsync.groups import (
     ALL,
     await_committed,
@@ -72,7 +74,9 @@ def flow(source_cluster, target_cluster):
 
 
 def _environment(source_cluster, target_cluster, base, suffix, groups, **extra):
-    return {
+    """A flow's settings over the topics ``base`` and ``base.samems``; those on the source are
+    recorded as stage 1 records a topic it took in (offset sync translates only those)."""
+    env = {
         "KAFKA_CLUSTERS_SOURCE_BOOTSTRAP_SERVERS": source_cluster.bootstrap_servers,
         "KAFKA_CLUSTERS_DESTINATION_BOOTSTRAP_SERVERS": target_cluster.bootstrap_servers,
         "REPLICATION_TOPICS_INCLUDE": f"{base}(\\.samems)?",
@@ -83,6 +87,12 @@ def _environment(source_cluster, target_cluster, base, suffix, groups, **extra):
         "METRICS_PORT": str(free_port()),
         **extra,
     }
+    on_source = AdminClient({"bootstrap.servers": source_cluster.bootstrap_servers}).list_topics(
+        timeout=30
+    )
+    taken_in = [t for t in (base, f"{base}.samems") if t in on_source.topics]
+    record_taken_in(source_cluster, target_cluster, load_settings(env), taken_in)
+    return env
 
 
 # Readable records of the planted partition 0: 0-14, a marker at 15, aborted 16-25, a marker

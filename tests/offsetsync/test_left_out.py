@@ -15,7 +15,6 @@ _NOENT for each when not one of those asked has a leader), everything else real 
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import re
 from collections.abc import Callable, Mapping
@@ -23,7 +22,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from offsetsync.app import assemble
 from offsetsync.clients import SyncClients, connect
@@ -32,7 +31,7 @@ from offsetsync.metrics import OffsetSyncMetrics
 from offsetsync.reading import ClusterReader
 from runtime import Settings, load_settings
 from tests.kafka_helpers import create_topic, produce_numbered, read_all
-from tests.offsetsync.copied import copied_topic
+from tests.offsetsync.copied import copied_topic, record_in_meta, record_taken_in
 from tests.offsetsync.groups import committed_offsets, process_and_stop
 from tests.replication.scrape import free_port
 
@@ -117,6 +116,7 @@ def quiet(source_cluster, target_cluster, unique_topic, unique_group):
         group,
         REPLICATION_TOPICS_INCLUDE=re.escape(topic),
     )
+    record_taken_in(source_cluster, target_cluster, settings, [topic])
     flow = _Flow(topic, copy, group, synced, settings, OffsetSyncMetrics(), [])
     try:
         yield flow
@@ -237,15 +237,6 @@ def test_a_partition_whose_leader_the_client_knows_wrong_is_left_out_and_then_fa
     assert _sample(quiet.metrics, name, cluster="source") == 1
 
 
-def _record_in_meta(bootstrap: str, meta: str, records: Mapping[str, dict]) -> None:
-    """What stage 1 records in the flow's meta topic (replicator/flowrecords.py), as it does."""
-    create_topic(bootstrap, meta, 1)
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
-    for key, value in records.items():
-        producer.produce(meta, key=key.encode(), value=json.dumps(value).encode(), partition=0)
-    assert producer.flush(30) == 0
-
-
 def test_a_topic_stage_1_left_out_is_not_translated_onto_the_other_topic_s_copies(
     source_cluster, target_cluster, unique_topic, unique_group, caplog
 ):
@@ -272,30 +263,75 @@ def test_a_topic_stage_1_left_out_is_not_translated_onto_the_other_topic_s_copie
         REPLICATION_TOPICS_RENAME_REPLACEMENT=r"\1.orders",
     )
     assert settings.destination_topic(newcomer) == copy
-    # Stage 1 replicated `orders` and left `old` out, and recorded both.
-    _record_in_meta(
-        target,
-        settings.names.meta,
-        {
-            f"topic-id:{replicated}": {"topic_id": "00" * 16},
-            f"left-out:{newcomer}": {"why": "both would be copied to " + copy},
-        },
-    )
+    # Stage 1 replicated `orders` and has not looked since `old` appeared (it is stopped, or
+    # between two discovery rounds): only `orders` is recorded.
+    record_taken_in(source_cluster, target_cluster, settings, [replicated])
     flow = _Flow(replicated, copy, group, {}, settings, OffsetSyncMetrics(), [])
     try:
         sync = _sync(flow)
-        with caplog.at_level(logging.WARNING, logger="offsetsync"):
+        with caplog.at_level(logging.INFO, logger="offsetsync"):
+            sync.cycle()
+            assert committed_offsets(target, stranger, copy) == {}  # moved onto `orders`' copies
+            # Then stage 1 looks, leaves `old` out, and records it.
+            record_in_meta(
+                target,
+                settings.names.meta,
+                {f"left-out:{newcomer}": {"why": "both would be copied to " + copy}},
+            )
             sync.cycle()
             sync.cycle()
     finally:
         for close in reversed(flow.closing):
             close()
     assert committed_offsets(target, group, copy) == _synced_offsets(target, source, copy, 4)
-    assert committed_offsets(target, stranger, copy) == {}  # was moved onto `orders`' copies
+    assert committed_offsets(target, stranger, copy) == {}
+    not_taken_in = [r for r in caplog.records if "not yet taken in" in r.getMessage()]
+    assert [r.event_fields["topic"] for r in not_taken_in] == [newcomer]  # type: ignore[attr-defined]
     left_out = [r for r in caplog.records if "left out by stage 1" in r.getMessage()]
     assert len(left_out) == 1, caplog.records  # once, not once a cycle
     assert left_out[0].event_fields["topic"] == newcomer  # type: ignore[attr-defined]
     assert _sample(flow.metrics, "exactly_offsetsync_topics_left_out") == 1
+
+
+def test_a_topic_stage_1_has_not_taken_in_is_synced_once_it_has(
+    source_cluster, target_cluster, unique_topic, unique_group, caplog
+):
+    """No stage 1 of the flow has run yet (no meta topic), then it records the topic."""
+    topic = unique_topic("untaken")
+    source, copy = copied_topic(source_cluster, target_cluster, topic, PARTITIONS, RECORDS)
+    group = unique_group("untaken")
+    process_and_stop(
+        source_cluster.bootstrap_servers, group, topic, dict.fromkeys(range(PARTITIONS), 3)
+    )
+    settings = _settings(
+        source_cluster,
+        target_cluster,
+        group,
+        group,
+        REPLICATION_TOPICS_INCLUDE=re.escape(topic),
+        OFFSETSYNC_WAITING_WARN_MS="1",
+    )
+    target = target_cluster.bootstrap_servers
+    flow = _Flow(topic, copy, group, {}, settings, OffsetSyncMetrics(), [])
+    try:
+        sync = _sync(flow)
+        with caplog.at_level(logging.INFO, logger="offsetsync"):
+            for _ in range(3):
+                sync.cycle()
+            assert committed_offsets(target, group, copy) == {}
+            record_taken_in(source_cluster, target_cluster, settings, [topic])
+            sync.cycle()
+    finally:
+        for close in reversed(flow.closing):
+            close()
+    assert committed_offsets(target, group, copy) == _synced_offsets(target, source, copy, 3)
+    said = [r for r in caplog.records if "not yet taken in by stage 1" in r.getMessage()]
+    assert len(said) == 1, caplog.records  # once while it lasted, not once a cycle
+    # Past OFFSETSYNC_WAITING_WARN_MS it is a warning, once: no stage 1 may be running.
+    warned = [r for r in caplog.records if "still not taken in" in r.getMessage()]
+    assert [r.levelno for r in warned] == [logging.WARNING], caplog.records
+    resumed = [r for r in caplog.records if "taken in by stage 1: its offsets" in r.getMessage()]
+    assert len(resumed) == 1, caplog.records
 
 
 class _RefusingGroups:
@@ -333,6 +369,7 @@ def test_a_group_whose_commit_the_target_refused_is_not_counted_as_synced(
     settings = _settings(
         source_cluster, target_cluster, prefix, prefix, REPLICATION_TOPICS_INCLUDE=re.escape(topic)
     )
+    record_taken_in(source_cluster, target_cluster, settings, [topic])
     flow = _Flow(topic, copy, moved, {}, settings, OffsetSyncMetrics(), [])
 
     def connect_refusing() -> SyncClients:

@@ -13,8 +13,10 @@ import pytest
 from confluent_kafka import Consumer, ConsumerGroupType, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from runtime import load_settings
 from tests.backends import SOURCE_VERSION_VARIABLE
 from tests.kafka_helpers import create_topic, produce_numbered, read_all
+from tests.offsetsync.copied import record_taken_in
 from tests.offsetsync.groups import await_committed
 from tests.replication.processes import role_processes
 from tests.replication.scrape import free_port
@@ -123,6 +125,7 @@ def test_a_group_on_the_new_protocol_resumes_on_the_target_where_it_stopped(
         "OFFSETSYNC_INTERVAL_MS": "300",
         "METRICS_PORT": str(free_port()),
     }
+    record_taken_in(source_cluster, target_cluster, load_settings(env), [base])
     expected = dict(PROCESSED)
     with role_processes(tmp_path) as roles:
         sync = roles.start("offsetsync", env)

@@ -21,7 +21,7 @@ from offsetsync.clients import connect
 from offsetsync.metrics import OffsetSyncMetrics
 from runtime import load_settings
 from tests.kafka_helpers import create_topic, produce_numbered, read_all
-from tests.offsetsync.copied import copied_topic
+from tests.offsetsync.copied import copied_topic, record_taken_in
 from tests.offsetsync.groups import commit_offsets, committed_offsets, process_and_stop
 from tests.replication.scrape import free_port
 
@@ -71,6 +71,7 @@ def _sync(flow: _Flow, source_cluster, target_cluster, include: str, **options):
             "METRICS_PORT": str(free_port()),
         }
     )
+    record_taken_in(source_cluster, target_cluster, settings, [flow.topic])
     sync, checkpoints = assemble(
         settings,
         flow.metrics,
