@@ -327,14 +327,24 @@ def _write_outputs(result: dict[str, Any], report_path: Path, chart_path: Path) 
     if not console.is_terminal:
         console = Console(highlight=False, width=240)
     render_table(result, console)
+    # The chart first: a JSON report must carry the status the process exits with, and a chart
+    # that cannot be written turns it into EXIT_INCOMPLETE.
+    try:
+        write_chart(result, chart_path)
+    except OSError as exc:
+        print(f"exactly validate: the chart was not written: {exc}", file=sys.stderr)
+        result = {**result, "exit_status": EXIT_INCOMPLETE, "chart_not_written": str(exc)}
+        unwritten: int | None = EXIT_INCOMPLETE
+    else:
+        unwritten = None
     try:
         write_json(result, report_path)
-        write_chart(result, chart_path)
     except OSError as exc:
         print(f"exactly validate: the report was not written: {exc}", file=sys.stderr)
         return EXIT_INCOMPLETE
-    print(f"report: {report_path}  chart: {chart_path}")
-    return None
+    if unwritten is None:
+        print(f"report: {report_path}  chart: {chart_path}")
+    return unwritten
 
 
 def _interrupt(signum: int, _frame: object) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 import pytest
@@ -153,3 +154,25 @@ def test_a_discrepancy_retention_cannot_explain_is_still_one(findings, uncertain
 def test_a_partition_retention_cut_but_clean_is_clean():
     clean_cut = _report({("orders", 0, "matched"): 10}, retention_cut={("orders", 0)})
     assert (clean_cut["verdict"], clean_cut["exit_status"]) == ("clean", 0)
+
+
+def test_a_chart_that_cannot_be_written_leaves_a_report_with_the_status_the_process_exits_with(
+    tmp_path, monkeypatch
+):
+    """Found unwritable after the audit (a disk filled, a directory removed meanwhile): the
+    process exits 3, and the JSON report must not say 0."""
+    import validator.chart
+    from validator.command import _write_outputs
+
+    def refuse(_report, path):
+        raise OSError(28, "No space left on device", str(path))
+
+    monkeypatch.setattr(validator.chart, "write_chart", refuse)
+    report = _report({("orders", 0, "matched"): 10, ("orders", 1, "matched"): 4})
+    assert report["exit_status"] == 0
+    path = tmp_path / "report.json"
+    assert _write_outputs(report, path, tmp_path / "report.html") == 3
+    written = json.loads(path.read_text())
+    assert written["exit_status"] == 3
+    assert written["verdict"] == "clean"  # what the audit found, kept
+    assert "No space left on device" in written["chart_not_written"]
