@@ -98,24 +98,33 @@ def _settings(source_cluster, target_cluster, flow: str, groups: str, **extra: s
     )
 
 
-@pytest.fixture
-def quiet(source_cluster, target_cluster, unique_topic, unique_group):
-    """A topic copied to the target with the provenance header, and a group that processed
-    PROCESSED records of each partition on the source and stopped."""
-    topic = unique_topic("partial")
+def _copied_and_stopped(source_cluster, target_cluster, topic: str, group: str, **extra: str):
+    """``topic`` copied to the target with the provenance header, ``group`` stopped on the
+    source after PROCESSED records of each partition, and a flow over them (nothing recorded
+    in its meta topic yet): the topic, its records, the copy, the group and the settings."""
     source, copy = copied_topic(source_cluster, target_cluster, topic, PARTITIONS, RECORDS)
-    group = unique_group("partial")
     process_and_stop(
         source_cluster.bootstrap_servers, group, topic, dict.fromkeys(range(PARTITIONS), PROCESSED)
     )
-    synced = _synced_offsets(target_cluster.bootstrap_servers, source, copy, PROCESSED)
     settings = _settings(
         source_cluster,
         target_cluster,
         group,
         group,
         REPLICATION_TOPICS_INCLUDE=re.escape(topic),
+        **extra,
     )
+    return topic, source, copy, group, settings
+
+
+@pytest.fixture
+def quiet(source_cluster, target_cluster, unique_topic, unique_group):
+    """A topic copied to the target with the provenance header, and a group that processed
+    PROCESSED records of each partition on the source and stopped."""
+    topic, source, copy, group, settings = _copied_and_stopped(
+        source_cluster, target_cluster, unique_topic("partial"), unique_group("partial")
+    )
+    synced = _synced_offsets(target_cluster.bootstrap_servers, source, copy, PROCESSED)
     record_taken_in(source_cluster, target_cluster, settings, [topic])
     flow = _Flow(topic, copy, group, synced, settings, OffsetSyncMetrics(), [])
     try:
@@ -297,18 +306,11 @@ def test_a_topic_stage_1_has_not_taken_in_is_synced_once_it_has(
     source_cluster, target_cluster, unique_topic, unique_group, caplog
 ):
     """No stage 1 of the flow has run yet (no meta topic), then it records the topic."""
-    topic = unique_topic("untaken")
-    source, copy = copied_topic(source_cluster, target_cluster, topic, PARTITIONS, RECORDS)
-    group = unique_group("untaken")
-    process_and_stop(
-        source_cluster.bootstrap_servers, group, topic, dict.fromkeys(range(PARTITIONS), 3)
-    )
-    settings = _settings(
+    topic, source, copy, group, settings = _copied_and_stopped(
         source_cluster,
         target_cluster,
-        group,
-        group,
-        REPLICATION_TOPICS_INCLUDE=re.escape(topic),
+        unique_topic("untaken"),
+        unique_group("untaken"),
         OFFSETSYNC_WAITING_WARN_MS="1",
     )
     target = target_cluster.bootstrap_servers
@@ -324,7 +326,9 @@ def test_a_topic_stage_1_has_not_taken_in_is_synced_once_it_has(
     finally:
         for close in reversed(flow.closing):
             close()
-    assert committed_offsets(target, group, copy) == _synced_offsets(target, source, copy, 3)
+    assert committed_offsets(target, group, copy) == _synced_offsets(
+        target, source, copy, PROCESSED
+    )
     said = [r for r in caplog.records if "not yet taken in by stage 1" in r.getMessage()]
     assert len(said) == 1, caplog.records  # once while it lasted, not once a cycle
     # Past OFFSETSYNC_WAITING_WARN_MS it is a warning, once: no stage 1 may be running.
