@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from deduplicator import access, output, stops
+from deduplicator.abort_streak import AbortStreak
 from deduplicator.backlog import Backlog
 from deduplicator.broken import BrokenProducers
 from deduplicator.clients import (
@@ -87,6 +88,7 @@ class Deduplicator:
         self._txn = OpenTransaction()
         self._destinations = output.Destinations(settings)
         self._hung = HungProducers()
+        self._aborts = AbortStreak()
         self._broken = BrokenProducers()
         self._restamped_said: set[tuple[str, int]] = set()
         # Every call retried alive (the heartbeat beats, a stop request ends the wait), timed.
@@ -373,6 +375,7 @@ class Deduplicator:
         self.metrics.observe_commit(started, committed_at, self._txn.timestamps)
         self.partitions.committed(self._txn.offsets)
         self._txn.reset()
+        self._aborts.committed()
 
     def _flushed(self, failures: list[KafkaError]) -> bool:
         """Whether every record of the transaction was acknowledged within TXN_TIMEOUT_S; False
@@ -432,7 +435,8 @@ class Deduplicator:
             error = kafka_error_of(exc)
             if classify(error) is ErrorClass.FATAL:
                 raise exc
-        log.warning("transaction aborted", error=str(exc))
+        self._aborts.aborted(str(exc))
+        log.warning("transaction aborted", error=str(exc), aborts_in_a_row=self._aborts.aborts)
         if error is not None and member_fenced(error):
             # The offsets' member id is fenced, and our consumer with it (it can no longer
             # seek): a new consumer starts from the committed offsets, no rewind needed.
