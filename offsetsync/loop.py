@@ -426,9 +426,10 @@ class OffsetSync:
         if topic in self._replicated_now:
             return True
         now = time.monotonic()
-        since = self._untaken_since.setdefault(topic, now)
+        since = self._untaken_since.get(topic)
         fields = {"topic": topic, "meta_topic": self._settings.names.meta}
-        if since == now:
+        if since is None:
+            self._untaken_since[topic] = now
             log.info(
                 "source topic not yet taken in by stage 1 (no topic id in the flow's meta "
                 "topic): groups' offsets on it are synced once it is",
