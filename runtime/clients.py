@@ -1,6 +1,6 @@
 """What every Kafka client of ours shares: its log lines through our logging, the line of its
-``error_cb`` (``log_client_error``), admin clients built so, and the bounds of both stages'
-consumers' prefetching (PREFETCH_DEFAULTS).
+``error_cb`` (``log_client_error``), admin clients built so, and how both stages' consumers
+prefetch and how long their fetches wait (PREFETCH_DEFAULTS).
 
 librdkafka writes its log lines to stderr unless a client has a ``logger``: raw ``%6|...`` lines
 in a process whose every other line is ``key=value`` or JSON (``EXACTLY_LOG_FORMAT``), which a
@@ -38,10 +38,22 @@ LIBRDKAFKA_LOG.addFilter(demote_handled_transaction_lines)
 # 500 MiB resident. Measured side by side (1 M records of 1 KiB, 3 M of 100 B, two runs each):
 # these values 90-91 k and 213-258 k records/s, peak RSS 233 and 389 MiB; librdkafka's
 # defaults 70-79 k and 187-191 k records/s, 316 and 530 MiB.
+#
+# And how a fetch waits at the broker. librdkafka asks for 1 byte (fetch.min.bytes), so the broker
+# answers a stage's fetch as soon as anything arrives: a fetch, a response and a small batch
+# through the stage's loop for every few records, on both brokers and both stages. 32 KiB or
+# 20 ms, whichever comes first, cut that work: issue 35's outside method, the pipeline alone on
+# fresh clusters, alternating runs (docs/performance.md), at 20,000 records/s p50 / p99 148 / 435
+# and 155 / 439 ms with librdkafka's values, 113 / 280 and 98 / 220 ms with these, the machine
+# busy 1.97-1.98 cores against 1.82-1.86; at 1,000 records/s 84 / 185 and 90 / 188 ms against
+# 82 / 149 and 67 / 133 ms, 1.80-1.85 cores against 1.35-1.43. A record waits at most 20 ms more
+# at a stage's fetch when little arrives; an idle consumer asks every 20 ms, not every 500.
 PREFETCH_DEFAULTS: dict[str, object] = {
     "fetch.queue.backoff.ms": 20,
     "queued.min.messages": 20_000,
     "queued.max.messages.kbytes": 32 * 1024,
+    "fetch.min.bytes": 32 * 1024,
+    "fetch.wait.max.ms": 20,
 }
 
 

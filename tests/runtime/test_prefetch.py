@@ -26,6 +26,9 @@ def test_defaults_bound_the_prefetch(config_of, cluster):
     assert config["fetch.queue.backoff.ms"] == 20
     assert config["queued.min.messages"] == 20_000
     assert config["queued.max.messages.kbytes"] == 32 * 1024
+    # A fetch answered at 32 KiB or after 20 ms, not at the first byte (issue 35).
+    assert config["fetch.min.bytes"] == 32 * 1024
+    assert config["fetch.wait.max.ms"] == 20
     assert set(PREFETCH_DEFAULTS) <= set(config)
 
 
@@ -36,9 +39,11 @@ def test_the_users_property_wins(config_of, cluster):
             **CLUSTERS,
             f"KAFKA_CLUSTERS_{cluster}_PROPERTIES_FETCH_QUEUE_BACKOFF_MS": "500",
             f"KAFKA_CLUSTERS_{cluster}_PROPERTIES_QUEUED_MAX_MESSAGES_KBYTES": "4096",
+            f"KAFKA_CLUSTERS_{cluster}_PROPERTIES_FETCH_WAIT_MAX_MS": "500",
         }
     )
     config = config_of(settings, lambda error: None)
     assert config["fetch.queue.backoff.ms"] == "500"
     assert config["queued.max.messages.kbytes"] == "4096"
+    assert config["fetch.wait.max.ms"] == "500"
     assert config["queued.min.messages"] == 20_000
