@@ -427,13 +427,14 @@ class OffsetSync:
             return True
         now = time.monotonic()
         since = self._untaken_since.get(topic)
-        fields = {"topic": topic, "meta_topic": self._settings.names.meta}
+        meta = self._settings.names.meta
         if since is None:
             self._untaken_since[topic] = now
             log.info(
                 "source topic not yet taken in by stage 1 (no topic id in the flow's meta "
                 "topic): groups' offsets on it are synced once it is",
-                **fields,
+                topic=topic,
+                meta_topic=meta,
             )
         elif (
             topic not in self._untaken_warned
@@ -443,8 +444,9 @@ class OffsetSync:
             log.warning(
                 "source topic still not taken in by stage 1: groups' offsets on it are not "
                 "synced (is stage 1 running, and may offset sync read the meta topic?)",
+                topic=topic,
+                meta_topic=meta,
                 waited_s=round(now - since, 1),
-                **fields,
             )
         return False
 
