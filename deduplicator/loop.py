@@ -470,6 +470,7 @@ class Deduplicator:
         stops.refused(
             self.consumer, self.metrics, self.partitions.stopped, staging, writers, refused, error
         )
+        self._aborts.handled()  # the refusal's partitions stopped: its aborts end there
 
     def _abort(self, timeout_s: float = ABORT_TIMEOUT_S) -> bool:
         """End the open transaction: True if this producer aborted it, False if a new producer

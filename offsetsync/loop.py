@@ -140,6 +140,7 @@ class OffsetSync:
         # Source topics stage 1 has not taken in yet: since when (monotonic), and those warned.
         self._untaken_since: dict[str, float] = {}
         self._untaken_warned: set[str] = set()
+        self._untaken_met: set[str] = set()  # this cycle's
         self._left_out_warned: set[str] = set()  # source topics, while they stay left out
         # Partitions that could not be read, warned about while that lasts: (cluster, partition).
         self._unavailable: set[tuple[str, Key]] = set()
@@ -176,6 +177,7 @@ class OffsetSync:
         self._clients.serve_callbacks()
         self._checkpoints.serve_callbacks()
         self._stale = set()
+        self._untaken_met = set()
         self._refresh_flow_topics()
         listed = sorted(
             g for g in self._clients.source_groups.states() if self._settings.syncs_group(g)
@@ -234,6 +236,7 @@ class OffsetSync:
         )
         for state in GROUP_STATES:
             self._metrics.groups.labels(state).set(sum(s == state for s in states.values()))
+        self._untaken_cycle_ended()
         if refused:
             raise KafkaException(refused[0])
         if self._stale:
@@ -425,6 +428,7 @@ class OffsetSync:
         waiting for replication is warned about (no stage 1, or no grant to read its records)."""
         if topic in self._replicated_now:
             return True
+        self._untaken_met.add(topic)
         now = time.monotonic()
         since = self._untaken_since.get(topic)
         meta = self._settings.names.meta
@@ -449,6 +453,14 @@ class OffsetSync:
                 waited_s=round(now - since, 1),
             )
         return False
+
+    def _untaken_cycle_ended(self) -> None:
+        """The gauge of the topics not taken in that this cycle met; one no group has offsets
+        on any more is forgotten, so that met again later it is said anew, not warned at once."""
+        self._metrics.topics_not_taken_in.set(len(self._untaken_met))
+        for topic in self._untaken_since.keys() - self._untaken_met:
+            del self._untaken_since[topic]
+        self._untaken_warned &= self._untaken_met
 
     def _destination_or_none(self, topic: str) -> str | None:
         try:

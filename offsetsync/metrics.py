@@ -102,6 +102,13 @@ class OffsetSyncMetrics:
             "holds the other topic's copies.",
             registry=r,
         )
+        self.topics_not_taken_in = Gauge(
+            "exactly_offsetsync_topics_not_taken_in",
+            "Source topics a selected group has offsets on that stage 1 has not taken in (no "
+            "topic id in the flow's meta topic): their groups' offsets are not translated until "
+            "it has. Lasting: stage 1 not running, or offset sync not granted the meta topic.",
+            registry=r,
+        )
         self.cycle_seconds = Histogram(
             "exactly_offsetsync_cycle_seconds",
             "Time of one sync cycle: list, translate, commit.",

@@ -264,7 +264,7 @@ GRANTS: tuple[GrantRow, ...] = (
         "TOPIC",
         META,
         "READ DESCRIBE",
-        "the source topics stage 1 left out: their offsets are not translated",
+        "the source topics stage 1 took in: only their offsets are translated",
     ),
     _row(
         "offsetsync",

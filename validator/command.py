@@ -314,8 +314,9 @@ def _writable(*paths: Path) -> bool:
 
 
 def _write_outputs(result: dict[str, Any], report_path: Path, chart_path: Path) -> int | None:
-    """The summary on standard output, then the report as JSON and its chart; the exit status
-    if they could not be written, with the verdict already shown."""
+    """The summary on standard output, then the chart and the report as JSON; the exit status
+    if either could not be written, with the verdict already shown (and, when only the chart
+    failed, in the report too, with that status)."""
     from rich.console import Console
 
     from validator.chart import write_chart

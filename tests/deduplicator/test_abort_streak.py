@@ -52,3 +52,19 @@ def test_a_commit_between_aborts_starts_the_count_again(caplog):
     assert caplog.records == []
     streak.aborted("Broker: Not enough in-sync replicas")
     assert streak.aborts == 1
+
+
+def test_aborts_a_quiet_spell_apart_or_handled_are_not_one_streak(caplog):
+    """An idle flow's abort hours after the last one, or after a refusal stopped its
+    partitions, is not taken for hours of aborts."""
+    caplog.set_level(logging.INFO, logger="deduplicator.loop")
+    clock = _Clock()
+    streak = AbortStreak(say_after_s=300, clock=clock)
+    streak.aborted("Broker: Message size too large")
+    clock.now += 3 * 3600
+    streak.aborted("Broker: Not enough in-sync replicas")
+    assert (streak.aborts, caplog.records) == (1, [])
+    streak.handled()
+    clock.now += 400
+    streak.aborted("Broker: Not enough in-sync replicas")
+    assert (streak.aborts, caplog.records) == (1, [])

@@ -321,8 +321,10 @@ def test_a_topic_stage_1_has_not_taken_in_is_synced_once_it_has(
             for _ in range(3):
                 sync.cycle()
             assert committed_offsets(target, group, copy) == {}
+            assert _sample(flow.metrics, "exactly_offsetsync_topics_not_taken_in") == 1
             record_taken_in(source_cluster, target_cluster, settings, [topic])
             sync.cycle()
+            assert _sample(flow.metrics, "exactly_offsetsync_topics_not_taken_in") == 0
     finally:
         for close in reversed(flow.closing):
             close()

@@ -22,7 +22,7 @@ _BASE_ENV = {
 }
 # Each case's settings, topics and groups, and the grants flow_grants gave for them at
 # c2631c1 (role, cluster, resource, name, operations, why, prefixed), in its order, and since
-# then offset sync's and the validator's reads of <staging>.meta (the topics stage 1 left out;
+# then offset sync's and the validator's reads of <staging>.meta (the topics stage 1 took in;
 # where a flow from latest starts).
 _SNAPSHOT: dict[str, Any] = json.loads((_HERE / "flow_grants_snapshot.json").read_text())
 
