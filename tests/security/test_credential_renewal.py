@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from confluent_kafka import Producer
 
 from localkafka.security import renewed_certificate
@@ -60,6 +61,9 @@ def _write(directory: Path, certificate: bytes, key: bytes) -> None:
     replace_file(directory / "tls.key", key)
 
 
+# About 40 s (a certificate that expires while the flow runs): in make test-slow, so that the
+# default suite stays inside its 20 minutes.
+@pytest.mark.slow
 def test_a_renewed_certificate_is_loaded_before_the_expired_one_stops_the_flow(
     source_cluster, target_cluster, tmp_path, unique_topic
 ):
