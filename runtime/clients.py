@@ -47,7 +47,9 @@ LIBRDKAFKA_LOG.addFilter(demote_handled_transaction_lines)
 # and 155 / 439 ms with librdkafka's values, 113 / 280 and 98 / 220 ms with these, the machine
 # busy 1.97-1.98 cores against 1.82-1.86; at 1,000 records/s 84 / 185 and 90 / 188 ms against
 # 82 / 149 and 67 / 133 ms, 1.80-1.85 cores against 1.35-1.43. A record waits at most 20 ms more
-# at a stage's fetch when little arrives; an idle consumer asks every 20 ms, not every 500.
+# at a stage's fetch when little arrives; an idle consumer asks every 20 ms, not every 500, which
+# costs where many partitions carry little (10 records/s over 1,200 partitions: the brokers about
+# 0.3 of a core more, the p50 about 40 ms higher; docs/performance.md weighs it).
 PREFETCH_DEFAULTS: dict[str, object] = {
     "fetch.queue.backoff.ms": 20,
     "queued.min.messages": 20_000,
