@@ -5,7 +5,6 @@ as Ctrl-C."""
 
 from __future__ import annotations
 
-import json
 import math
 import multiprocessing
 import os
@@ -23,10 +22,11 @@ from confluent_kafka import (
     TopicCollection,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 
 from envelope import HEADER_PROVENANCE, encode_provenance
 from localkafka import RoleProcess, die_with_parent
+from replicator.flowrecords import FlowRecords
 from replicator.topics import topic_id_bytes
 from runtime import load_settings, produce_when_room
 
@@ -244,15 +244,13 @@ def copy_as_stage_2(producer: Producer, topic: str, message: Message, cluster_id
 
 def record_as_stage_1(source: str, target: str, settings: Mapping[str, str], topics: list[str]):
     """What stage 1 records in the flow's meta topic before it copies a source topic (its topic
-    id, replicator/flowrecords.py), for a bench that copies as stage 2 without stage 1: offset
-    sync translates only a topic so recorded."""
-    meta = load_settings(settings).names.meta
-    described = AdminClient({"bootstrap.servers": source}).describe_topics(TopicCollection(topics))
+    id), written by stage 1's own code (replicator/flowrecords.py), for a bench that copies as
+    stage 2 without stage 1: offset sync translates only a topic so recorded."""
+    # Held while the answers come: a client collected at once fails them (_DESTROY).
+    source_admin = AdminClient({"bootstrap.servers": source})
+    described = source_admin.describe_topics(TopicCollection(topics))
     ids = {name: topic_id_bytes(described[name].result(30).topic_id).hex() for name in topics}
-    AdminClient({"bootstrap.servers": target}).create_topics([NewTopic(meta, 1)])[meta].result(30)
-    producer = Producer({"bootstrap.servers": target, "enable.idempotence": True})
-    for name, topic_id in ids.items():
-        value = json.dumps({"topic_id": topic_id}).encode()
-        producer.produce(meta, key=f"topic-id:{name}".encode(), value=value, partition=0)
-    if producer.flush(30):
-        raise SystemExit(f"the flow's meta topic {meta} took no record in 30 s")
+    admin = AdminClient({"bootstrap.servers": target})
+    records = FlowRecords(load_settings(settings))
+    records.load(admin, lambda new: admin.create_topics([new])[new.topic].result(30))
+    records.record_topic_ids(ids)

@@ -4,12 +4,12 @@ flow's meta topic: what offset sync translates across."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 
-from confluent_kafka import KafkaError, KafkaException, Producer, TopicCollection
+from confluent_kafka import TopicCollection
 from confluent_kafka.admin import AdminClient
 
+from replicator.flowrecords import FlowRecords
 from replicator.topics import topic_id_bytes
 from runtime import Settings
 from tests.kafka_helpers import create_topic, produce_numbered, read_all
@@ -33,18 +33,13 @@ def copied_topic(source_cluster, target_cluster, topic: str, partitions: int, re
     return source, copy
 
 
-def record_in_meta(bootstrap: str, meta: str, records: Mapping[str, dict]) -> None:
-    """What stage 1 records in the flow's meta topic (replicator/flowrecords.py), as it does;
-    the topic made by the first record."""
-    try:
-        create_topic(bootstrap, meta, 1)
-    except KafkaException as exc:
-        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-            raise
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
-    for key, value in records.items():
-        producer.produce(meta, key=key.encode(), value=json.dumps(value).encode(), partition=0)
-    assert producer.flush(30) == 0
+def stage_1_records(target_cluster, settings: Settings) -> FlowRecords:
+    """The flow's meta topic as stage 1 keeps it (replicator/flowrecords.py), made if missing and
+    read: what it records there, written by its own code."""
+    admin = AdminClient({"bootstrap.servers": target_cluster.bootstrap_servers})
+    records = FlowRecords(settings)
+    records.load(admin, lambda new: admin.create_topics([new])[new.topic].result(30))
+    return records
 
 
 def record_taken_in(source_cluster, target_cluster, settings: Settings, topics: Iterable[str]):
@@ -54,8 +49,4 @@ def record_taken_in(source_cluster, target_cluster, settings: Settings, topics: 
     admin = AdminClient({"bootstrap.servers": source_cluster.bootstrap_servers})
     described = admin.describe_topics(TopicCollection(names))
     ids = {name: topic_id_bytes(described[name].result(30).topic_id).hex() for name in names}
-    record_in_meta(
-        target_cluster.bootstrap_servers,
-        settings.names.meta,
-        {f"topic-id:{name}": {"topic_id": topic_id} for name, topic_id in ids.items()},
-    )
+    stage_1_records(target_cluster, settings).record_topic_ids(ids)

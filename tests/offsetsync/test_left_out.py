@@ -31,7 +31,7 @@ from offsetsync.metrics import OffsetSyncMetrics
 from offsetsync.reading import ClusterReader
 from runtime import Settings, load_settings
 from tests.kafka_helpers import create_topic, produce_numbered, read_all
-from tests.offsetsync.copied import copied_topic, record_in_meta, record_taken_in
+from tests.offsetsync.copied import copied_topic, record_taken_in, stage_1_records
 from tests.offsetsync.groups import committed_offsets, process_and_stop
 from tests.replication.scrape import free_port
 
@@ -282,10 +282,8 @@ def test_a_topic_stage_1_left_out_is_not_translated_onto_the_other_topic_s_copie
             sync.cycle()
             assert committed_offsets(target, stranger, copy) == {}  # moved onto `orders`' copies
             # Then stage 1 looks, leaves `old` out, and records it.
-            record_in_meta(
-                target,
-                settings.names.meta,
-                {f"left-out:{newcomer}": {"why": "both would be copied to " + copy}},
+            stage_1_records(target_cluster, settings).record_left_out(
+                newcomer, "both would be copied to " + copy
             )
             sync.cycle()
             sync.cycle()
