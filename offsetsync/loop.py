@@ -397,10 +397,9 @@ class OffsetSync:
                 "source topic no longer left out by stage 1: its offsets are synced", topic=topic
             )
         self._left_out_warned &= left_out
+        # Taken in since: said here; the cycle's end forgets it (_untaken_cycle_ended).
         for topic in sorted(self._untaken_warned & self._replicated_now):
             log.info("source topic taken in by stage 1: its offsets are synced", topic=topic)
-        for topic in self._replicated_now & self._untaken_since.keys():
-            del self._untaken_since[topic]
         self._untaken_warned -= self._replicated_now
         self._metrics.topics_left_out.set(len(left_out))
 

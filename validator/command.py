@@ -330,14 +330,13 @@ def _write_outputs(result: dict[str, Any], report_path: Path, chart_path: Path) 
     render_table(result, console)
     # The chart first: a JSON report must carry the status the process exits with, and a chart
     # that cannot be written turns it into EXIT_INCOMPLETE.
+    unwritten: int | None = None
     try:
         write_chart(result, chart_path)
     except OSError as exc:
         print(f"exactly validate: the chart was not written: {exc}", file=sys.stderr)
         result = {**result, "exit_status": EXIT_INCOMPLETE, "chart_not_written": str(exc)}
-        unwritten: int | None = EXIT_INCOMPLETE
-    else:
-        unwritten = None
+        unwritten = EXIT_INCOMPLETE
     try:
         write_json(result, report_path)
     except OSError as exc:
