@@ -41,21 +41,25 @@ LIBRDKAFKA_LOG.addFilter(demote_handled_transaction_lines)
 #
 # And how a fetch waits at the broker. librdkafka asks for 1 byte (fetch.min.bytes), so the broker
 # answers a stage's fetch as soon as anything arrives: a fetch, a response and a small batch
-# through the stage's loop for every few records, on both brokers and both stages. 32 KiB or
-# 20 ms, whichever comes first, cut that work: issue 35's outside method, the pipeline alone on
+# through the stage's loop for every few records, on both brokers and both stages. 32 KiB or a
+# wait, whichever comes first, cut that work: issue 35's outside method, the pipeline alone on
 # fresh clusters, alternating runs (docs/performance.md), at 20,000 records/s p50 / p99 148 / 435
-# and 155 / 439 ms with librdkafka's values, 113 / 280 and 98 / 220 ms with these, the machine
-# busy 1.97-1.98 cores against 1.82-1.86; at 1,000 records/s 84 / 185 and 90 / 188 ms against
-# 82 / 149 and 67 / 133 ms, 1.80-1.85 cores against 1.35-1.43. A record waits at most 20 ms more
-# at a stage's fetch when little arrives; an idle consumer asks every 20 ms, not every 500, which
-# costs where many partitions carry little (10 records/s over 1,200 partitions: the brokers about
-# 0.3 of a core more, the p50 about 40 ms higher; docs/performance.md weighs it).
+# and 155 / 439 ms with librdkafka's values, 113 / 280 and 98 / 220 ms with a 20 ms wait, the
+# machine busy 1.97-1.98 cores against 1.82-1.86. The wait is 50 ms, not 20: an idle consumer
+# asks every wait, and the broker looks at each partition of the fetch each time, so over 1,200
+# partitions carrying 10 records/s 20 ms cost the brokers about 0.25 of a core more than
+# librdkafka's values, and 50 ms nothing (0.74-0.78 cores against 0.74-0.80). Alternated in one
+# run: 1,000 records/s p50 / p99 86 / 155 and 89 / 157 ms at 50 ms against 107 / 183 and
+# 125 / 235 at 20 (100 ms: 129-142 / 252-255); 20,000 records/s no worse (392-449 against
+# 402-554 ms). What it costs: a record on a partition little else arrives on waits up to 50 ms
+# more at each stage's fetch (at 10 records/s p50 / p99 131 / 211-213 ms against 79-82 /
+# 121-137).
 PREFETCH_DEFAULTS: dict[str, object] = {
     "fetch.queue.backoff.ms": 20,
     "queued.min.messages": 20_000,
     "queued.max.messages.kbytes": 32 * 1024,
     "fetch.min.bytes": 32 * 1024,
-    "fetch.wait.max.ms": 20,
+    "fetch.wait.max.ms": 50,
 }
 
 
