@@ -27,8 +27,8 @@ from confluent_kafka.admin import AdminClient
 from envelope import HEADER_PROVENANCE, encode_provenance
 from localkafka import RoleProcess, die_with_parent
 from replicator.flowrecords import FlowRecords
-from replicator.topics import topic_id_bytes
 from runtime import load_settings, produce_when_room
+from runtime.topics import topic_id_bytes
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 # How long a bench waits for one copy to finish before it calls the candidate stuck.

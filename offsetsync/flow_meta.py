@@ -5,7 +5,8 @@ topic's destination holds the other topic's copies, so a group's offsets on it h
 be translated to: translated anyway, they would move the group on the destination to where the
 other topic's records are (the provenance header names a cluster, partition and offset, not a
 topic). Only a recorded topic is translated: a topic stage 1 has not judged yet (stopped,
-crash-looping, or not yet at its next discovery round) may be the one it will leave out."""
+crash-looping, or not yet at its next discovery round) may be the one it will leave out; and
+only while the source's topic of that name has the id recorded (offsetsync/source_ids.py)."""
 
 from __future__ import annotations
 
@@ -47,12 +48,12 @@ class FlowTopics:
             reader.scan({key: (start, end)}, {key: _Records(self._values)})
         self._position = max(self._position, end)
 
-    def replicated(self) -> set[str]:
-        """Source topics stage 1 took in: their topic id is recorded."""
+    def replicated(self) -> dict[str, str]:
+        """Source topics stage 1 took in, each with the topic id it recorded (hex)."""
         return {
-            key.removeprefix(_TOPIC_ID_PREFIX)
-            for key in self._values
-            if key.startswith(_TOPIC_ID_PREFIX)
+            key.removeprefix(_TOPIC_ID_PREFIX): str(value.get("topic_id", ""))
+            for key, value in self._values.items()
+            if key.startswith(_TOPIC_ID_PREFIX) and isinstance(value, dict)
         }
 
     def left_out(self) -> set[str]:

@@ -40,6 +40,7 @@ from offsetsync.flow_meta import FlowTopics
 from offsetsync.groups import GROUP_ACTIVE, GroupOffsets, is_idle, translated_metadata
 from offsetsync.metrics import GROUP_STATES, OffsetSyncMetrics
 from offsetsync.reading import Key
+from offsetsync.source_ids import source_topic_ids
 from offsetsync.translate import (
     BehindRetention,
     Request,
@@ -134,14 +135,16 @@ class OffsetSync:
         self._waited: set[GroupPartition] = set()  # warned about, by source partition
         self._translations = CachedTranslations()
         self._flow_topics = FlowTopics(settings.names.meta)
-        # As of this cycle's read of the meta topic: source topics stage 1 took in, left out.
-        self._replicated_now: set[str] = set()
+        # As of this cycle's read of the meta topic: source topics stage 1 took in (with the id
+        # it recorded), left out.
+        self._replicated_now: dict[str, str] = {}
         self._left_out_now: set[str] = set()
         # Source topics stage 1 has not taken in yet: since when (monotonic), and those warned.
         self._untaken_since: dict[str, float] = {}
         self._untaken_warned: set[str] = set()
         self._untaken_met: set[str] = set()  # this cycle's
         self._left_out_warned: set[str] = set()  # source topics, while they stay left out
+        self._recreated_warned: set[str] = set()  # source topics, while their id differs
         # Partitions that could not be read, warned about while that lasts: (cluster, partition).
         self._unavailable: set[tuple[str, Key]] = set()
         self._stale: set[tuple[str, Key]] = set()  # this cycle's, of those
@@ -295,11 +298,14 @@ class OffsetSync:
             raise NoOffsetsError(f"no selected group's offsets could be fetched ({len(groups)})")
         # Named once per topic, not once per group partition (24,000 a cycle at 2,000 groups of
         # 12 partitions: half a second of a cycle, py-spy).
-        destinations: dict[str, str | None] = {}
+        destinations = {
+            topic: self._translatable_destination(topic)
+            for topic in sorted({t for offsets in fetched.values() for t, _ in offsets.offsets})
+        }
+        for topic in self._recreated_on_source({t for t, d in destinations.items() if d}):
+            destinations[topic] = None
         for group, offsets in fetched.items():
             for (topic, partition), committed in offsets.offsets.items():
-                if topic not in destinations:
-                    destinations[topic] = self._translatable_destination(topic)
                 destination_topic = destinations[topic]
                 if destination_topic is None:
                     continue
@@ -386,6 +392,31 @@ class OffsetSync:
             return None
         return destination
 
+    def _recreated_on_source(self, topics: set[str]) -> set[str]:
+        """Among ``topics`` (stage 1 took them in), those the source has under another id than
+        the one stage 1 recorded: deleted and recreated since, their groups' offsets are the new
+        topic's while the copies are the old one's (offsetsync/source_ids.py). Asked after the
+        step's offsets were fetched: an id read later that is still the recorded one means
+        those offsets were committed on the recorded topic. Warned once while it lasts; a
+        topic stage 1 then takes in under its new id (``replicate``) is synced again."""
+        current = source_topic_ids(self._clients.source_admin, topics)
+        recreated = {t for t in topics if t in current and current[t] != self._replicated_now[t]}
+        for topic in sorted(recreated - self._recreated_warned):
+            log.warning(
+                "source topic deleted and recreated since stage 1 took it in: groups' offsets "
+                "on it are not synced while stage 1 holds the new topic back "
+                "(REPLICATION_ON_TOPIC_RECREATED)",
+                topic=topic,
+                recorded_topic_id=self._replicated_now[topic],
+                topic_id=current[topic],
+            )
+        for topic in sorted((self._recreated_warned & topics) - recreated):
+            log.info(
+                "source topic's id is the one stage 1 recorded: its offsets are synced", topic=topic
+            )
+        self._recreated_warned = (self._recreated_warned - topics) | recreated
+        return recreated
+
     def _refresh_flow_topics(self) -> None:
         """Stage 1's topics as the meta topic has them now; a topic no longer left out
         (renamed apart, or the other topic gone and this one replicated) is said so once."""
@@ -398,9 +429,9 @@ class OffsetSync:
             )
         self._left_out_warned &= left_out
         # Taken in since: said here; the cycle's end forgets it (_untaken_cycle_ended).
-        for topic in sorted(self._untaken_warned & self._replicated_now):
+        for topic in sorted(self._untaken_warned & self._replicated_now.keys()):
             log.info("source topic taken in by stage 1: its offsets are synced", topic=topic)
-        self._untaken_warned -= self._replicated_now
+        self._untaken_warned -= self._replicated_now.keys()
         self._metrics.topics_left_out.set(len(left_out))
 
     def _is_left_out(self, topic: str) -> bool:

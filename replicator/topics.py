@@ -33,6 +33,7 @@ from runtime.topics import (
     create_together,
     ensure_topic,
     require_operations,
+    topic_id_bytes,
 )
 
 log = get_logger(__name__)
@@ -93,13 +94,6 @@ class StagingTopic:
     # What every destination topic is created with besides its source's configs, as far as
     # the target knows the settings (read from staging's own configs).
     destination_defaults: Mapping[str, str]
-
-
-def topic_id_bytes(uuid: object) -> bytes:
-    """Kafka's topic Uuid as the 16 raw bytes the envelope carries."""
-    most = uuid.get_most_significant_bits() & 0xFFFFFFFFFFFFFFFF  # type: ignore[attr-defined]
-    least = uuid.get_least_significant_bits() & 0xFFFFFFFFFFFFFFFF  # type: ignore[attr-defined]
-    return bytes(most.to_bytes(8, "big") + least.to_bytes(8, "big"))
 
 
 def describe_source_topics(

@@ -1,4 +1,5 @@
-"""Creating the product's own topics: idempotent across instances, and ready when it returns."""
+"""Creating the product's own topics: idempotent across instances, and ready when it returns;
+and the admin calls every role makes of topics (answers awaited, topic ids)."""
 
 from __future__ import annotations
 
@@ -71,6 +72,14 @@ def admin_result(
                 continue
             timed_out = KafkaError(KafkaError._TIMED_OUT, f"no answer in {timeout_s:.0f} s")
             raise KafkaException(timed_out) from exc
+
+
+def topic_id_bytes(uuid: object) -> bytes:
+    """Kafka's topic Uuid as the 16 raw bytes the envelope carries (their hex is what stage 1
+    records in the flow's meta topic)."""
+    most = uuid.get_most_significant_bits() & 0xFFFFFFFFFFFFFFFF  # type: ignore[attr-defined]
+    least = uuid.get_least_significant_bits() & 0xFFFFFFFFFFFFFFFF  # type: ignore[attr-defined]
+    return bytes(most.to_bytes(8, "big") + least.to_bytes(8, "big"))
 
 
 def call_once_known(

@@ -10,8 +10,8 @@ from confluent_kafka import TopicCollection
 from confluent_kafka.admin import AdminClient
 
 from replicator.flowrecords import FlowRecords
-from replicator.topics import topic_id_bytes
 from runtime import Settings
+from runtime.topics import topic_id_bytes
 from tests.kafka_helpers import create_topic, produce_numbered, read_all
 from tests.validator.planting import copy_to_destination
 

@@ -5,6 +5,7 @@
   and the other groups, are committed; it is warned about once and counted;
 - a source topic stage 1 left out (its destination name collides with another topic's, recorded
   in the flow's meta topic as `left-out:<name>`) is not translated onto the other topic's copies;
+  nor is one deleted and recreated since stage 1 recorded its id, onto the old topic's copies;
 - a group whose commit the target refused is not counted as synced.
 
 A leaderless partition needs a broker down under a topic of replication factor 1 on a cluster of
@@ -17,12 +18,14 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
+import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from offsetsync.app import assemble
 from offsetsync.clients import SyncClients, connect
@@ -336,6 +339,45 @@ def test_a_topic_stage_1_has_not_taken_in_is_synced_once_it_has(
     assert [r.levelno for r in warned] == [logging.WARNING], caplog.records
     resumed = [r for r in caplog.records if "taken in by stage 1: its offsets" in r.getMessage()]
     assert len(resumed) == 1, caplog.records
+
+
+def test_a_topic_recreated_on_the_source_is_not_translated_onto_the_old_topic_s_copies(
+    quiet, source_cluster, target_cluster, caplog
+):
+    """Stage 1 holds a topic deleted and recreated under its name back (its default,
+    REPLICATION_ON_TOPIC_RECREATED=stop): the copies stay the old topic's, and a group's offsets
+    on the new topic, translated, would land on them (the header names no topic)."""
+    source_bootstrap, target = source_cluster.bootstrap_servers, target_cluster.bootstrap_servers
+    sync = _sync(quiet)
+    sync.cycle()
+    assert committed_offsets(target, quiet.group, quiet.copy) == quiet.synced
+    admin = AdminClient({"bootstrap.servers": source_bootstrap})
+    admin.delete_topics([quiet.topic])[quiet.topic].result(30)
+    deadline = time.monotonic() + 30
+    while quiet.topic in admin.list_topics(timeout=10).topics:
+        assert time.monotonic() < deadline, "topic not deleted"
+        time.sleep(0.2)
+    create_topic(source_bootstrap, quiet.topic, PARTITIONS)
+    # Filled again from a backup: its records keep their old times, older than the copies, so
+    # that the copies' times do not keep its groups waiting (they would wait for newer copies).
+    producer = Producer({"bootstrap.servers": source_bootstrap})
+    an_hour_ago_ms = int(time.time() * 1000) - 3_600_000
+    for i in range(RECORDS):
+        producer.produce(
+            quiet.topic, value=b"r-%d" % i, partition=i % PARTITIONS, timestamp=an_hour_ago_ms + i
+        )
+    assert producer.flush(30) == 0
+    newcomer = f"{quiet.group}.new"
+    process_and_stop(source_bootstrap, newcomer, quiet.topic, dict.fromkeys(range(PARTITIONS), 2))
+    with caplog.at_level(logging.INFO, logger="offsetsync"):
+        sync.cycle()
+        sync.cycle()
+    assert committed_offsets(target, newcomer, quiet.copy) == {}  # on the old topic's copies
+    warned = [r for r in caplog.records if "deleted and recreated since" in r.getMessage()]
+    assert [r.levelno for r in warned] == [logging.WARNING], caplog.records  # once, not a cycle
+    fields = warned[0].event_fields  # type: ignore[attr-defined]
+    assert fields["topic"] == quiet.topic
+    assert fields["recorded_topic_id"] != fields["topic_id"]
 
 
 class _RefusingGroups:
