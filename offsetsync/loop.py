@@ -144,7 +144,9 @@ class OffsetSync:
         self._untaken_warned: set[str] = set()
         self._untaken_met: set[str] = set()  # this cycle's
         self._left_out_warned: set[str] = set()  # source topics, while they stay left out
-        self._recreated_warned: set[str] = set()  # source topics, while their id differs
+        # Source topics whose id differs from the recorded one: warned, and this cycle's.
+        self._recreated_warned: set[str] = set()
+        self._recreated_met: set[str] = set()
         # Partitions that could not be read, warned about while that lasts: (cluster, partition).
         self._unavailable: set[tuple[str, Key]] = set()
         self._stale: set[tuple[str, Key]] = set()  # this cycle's, of those
@@ -181,6 +183,7 @@ class OffsetSync:
         self._checkpoints.serve_callbacks()
         self._stale = set()
         self._untaken_met = set()
+        self._recreated_met = set()
         self._refresh_flow_topics()
         listed = sorted(
             g for g in self._clients.source_groups.states() if self._settings.syncs_group(g)
@@ -240,6 +243,8 @@ class OffsetSync:
         for state in GROUP_STATES:
             self._metrics.groups.labels(state).set(sum(s == state for s in states.values()))
         self._untaken_cycle_ended()
+        # One no group has offsets on any more is forgotten: met again later, it is warned anew.
+        self._recreated_warned &= self._recreated_met
         if refused:
             raise KafkaException(refused[0])
         if self._stale:
@@ -410,11 +415,13 @@ class OffsetSync:
                 recorded_topic_id=self._replicated_now[topic],
                 topic_id=current[topic],
             )
-        for topic in sorted((self._recreated_warned & topics) - recreated):
+        # Gone from the source since (not in ``current``): nothing is translated, nothing said.
+        for topic in sorted((self._recreated_warned & current.keys()) - recreated):
             log.info(
                 "source topic's id is the one stage 1 recorded: its offsets are synced", topic=topic
             )
-        self._recreated_warned = (self._recreated_warned - topics) | recreated
+        self._recreated_warned = (self._recreated_warned - current.keys()) | recreated
+        self._recreated_met |= recreated
         return recreated
 
     def _refresh_flow_topics(self) -> None:

@@ -13,7 +13,7 @@ from collections.abc import Collection
 from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import AdminClient
 
-from runtime import kafka_error_of
+from runtime import kafka_error_of, raise_if_refused
 from runtime.topics import admin_result, topic_id_bytes
 
 _TIMEOUT_S = 30.0
@@ -30,8 +30,10 @@ def source_topic_ids(admin: AdminClient, topics: Collection[str]) -> dict[str, s
     ids: dict[str, str] = {}
     for name, future in futures.items():
         try:
-            description = admin_result(future, _TIMEOUT_S)
+            # Given the admin: a refused credential is said within a second, not after 30 s.
+            description = admin_result(future, _TIMEOUT_S, admin)
         except KafkaException as exc:
+            raise_if_refused(exc, "source", {"TOPIC": ("DESCRIBE", name)})
             if kafka_error_of(exc).code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
                 raise
             continue
