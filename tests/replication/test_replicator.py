@@ -147,6 +147,9 @@ def test_sigkilled_twenty_times_while_a_producer_writes_loses_nothing_and_has_no
     assert replicator.terminate(30) == 0
 
 
+# About a minute: in `make test-slow`; the default suite keeps a target broker's crash
+# (tests/replication/test_deduplicator.py).
+@pytest.mark.slow
 def test_target_broker_killed_then_paused_past_the_stall_timeout_no_gap(
     source_cluster, target_cluster, unique_topic, roles
 ):
