@@ -19,16 +19,15 @@ from confluent_kafka import (
     KafkaException,
     Message,
     Producer,
-    TopicCollection,
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient
 
 from envelope import HEADER_PROVENANCE, encode_provenance
 from localkafka import RoleProcess, die_with_parent
+from offsetsync.source_ids import source_topic_ids
 from replicator.flowrecords import FlowRecords
 from runtime import load_settings, produce_when_room
-from runtime.topics import topic_id_bytes
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 # How long a bench waits for one copy to finish before it calls the candidate stuck.
@@ -248,8 +247,9 @@ def record_as_stage_1(source: str, target: str, settings: Mapping[str, str], top
     stage 2 without stage 1: offset sync translates only a topic so recorded."""
     # Held while the answers come: a client collected at once fails them (_DESTROY).
     source_admin = AdminClient({"bootstrap.servers": source})
-    described = source_admin.describe_topics(TopicCollection(topics))
-    ids = {name: topic_id_bytes(described[name].result(30).topic_id).hex() for name in topics}
+    ids = source_topic_ids(source_admin, topics)  # the ids as offset sync reads them
+    if ids.keys() != set(topics):
+        raise SystemExit(f"not on the source: {sorted(set(topics) - ids.keys())}")
     admin = AdminClient({"bootstrap.servers": target})
     records = FlowRecords(load_settings(settings))
     records.load(admin, lambda new: admin.create_topics([new])[new.topic].result(30))

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from confluent_kafka import TopicCollection
 from confluent_kafka.admin import AdminClient
 
+from offsetsync.source_ids import source_topic_ids
 from replicator.flowrecords import FlowRecords
 from runtime import Settings
-from runtime.topics import topic_id_bytes
 from tests.kafka_helpers import create_topic, produce_numbered, read_all
 from tests.validator.planting import copy_to_destination
 
@@ -45,8 +44,8 @@ def stage_1_records(target_cluster, settings: Settings) -> FlowRecords:
 def record_taken_in(source_cluster, target_cluster, settings: Settings, topics: Iterable[str]):
     """Stage 1's record of each of ``topics`` taken in (its source topic id), which it writes
     before it copies a record of it: offset sync translates only a topic so recorded."""
-    names = list(topics)
+    names = set(topics)
     admin = AdminClient({"bootstrap.servers": source_cluster.bootstrap_servers})
-    described = admin.describe_topics(TopicCollection(names))
-    ids = {name: topic_id_bytes(described[name].result(30).topic_id).hex() for name in names}
+    ids = source_topic_ids(admin, names)  # the ids as offset sync reads them
+    assert ids.keys() == names, f"not on the source: {names - ids.keys()}"
     stage_1_records(target_cluster, settings).record_topic_ids(ids)
