@@ -35,6 +35,7 @@ from confluent_kafka import KafkaError, KafkaException
 from offsetsync.cache import CachedTranslations
 from offsetsync.checkpoints import Checkpoint, CheckpointWriter
 from offsetsync.clients import SyncClients
+from offsetsync.collisions import Collisions
 from offsetsync.errors import NoOffsetsError, OffsetSyncError, StaleLeadershipError
 from offsetsync.flow_meta import FlowTopics
 from offsetsync.groups import GROUP_ACTIVE, GroupOffsets, is_idle, translated_metadata
@@ -147,6 +148,7 @@ class OffsetSync:
         # Source topics whose id differs from the recorded one: warned, and this cycle's.
         self._recreated_warned: set[str] = set()
         self._recreated_met: set[str] = set()
+        self._collisions = Collisions(settings)
         # Partitions that could not be read, warned about while that lasts: (cluster, partition).
         self._unavailable: set[tuple[str, Key]] = set()
         self._stale: set[tuple[str, Key]] = set()  # this cycle's, of those
@@ -245,6 +247,7 @@ class OffsetSync:
         self._untaken_cycle_ended()
         # One no group has offsets on any more is forgotten: met again later, it is warned anew.
         self._recreated_warned &= self._recreated_met
+        self._collisions.cycle_ended()
         if refused:
             raise KafkaException(refused[0])
         if self._stale:
@@ -307,7 +310,7 @@ class OffsetSync:
             topic: self._translatable_destination(topic)
             for topic in sorted({t for offsets in fetched.values() for t, _ in offsets.offsets})
         }
-        for topic in self._recreated_on_source({t for t, d in destinations.items() if d}):
+        for topic in self._held_back({t for t, d in destinations.items() if d}):
             destinations[topic] = None
         for group, offsets in fetched.items():
             for (topic, partition), committed in offsets.offsets.items():
@@ -397,14 +400,25 @@ class OffsetSync:
             return None
         return destination
 
-    def _recreated_on_source(self, topics: set[str]) -> set[str]:
+    def _held_back(self, topics: set[str]) -> set[str]:
+        """Among ``topics`` (stage 1 took them in), those not translated for what the source
+        has now: recreated since, or sharing a destination with another topic taken in. One
+        describe of the source a step, after the step's offsets were fetched."""
+        related = self._collisions.related(topics, self._replicated_now.keys())
+        current = source_topic_ids(self._clients.source_admin, related)
+        return self._recreated_on_source(topics, current) | self._collisions.held_back(
+            topics, current.keys()
+        )
+
+    def _recreated_on_source(self, topics: set[str], current: Mapping[str, str]) -> set[str]:
         """Among ``topics`` (stage 1 took them in), those the source has under another id than
         the one stage 1 recorded: deleted and recreated since, their groups' offsets are the new
         topic's while the copies are the old one's (offsetsync/source_ids.py). Asked after the
         step's offsets were fetched: an id read later that is still the recorded one means
         those offsets were committed on the recorded topic. Warned once while it lasts; a
-        topic stage 1 then takes in under its new id (``replicate``) is synced again."""
-        current = source_topic_ids(self._clients.source_admin, topics)
+        topic stage 1 then takes in under its new id (``replicate``) is synced again.
+        ``current``: the source's ids now, of these topics and maybe others."""
+        current = {topic: current[topic] for topic in topics if topic in current}
         recreated = {t for t in topics if t in current and current[t] != self._replicated_now[t]}
         for topic in sorted(recreated - self._recreated_warned):
             log.warning(

@@ -33,6 +33,17 @@ def create_topic(
     await_partitions(admin, name, partitions)
 
 
+def delete_topic(bootstrap_servers: str, name: str) -> None:
+    """Delete topic ``name`` and return once metadata no longer lists it: until then a topic
+    created under its name may fail, or be taken for the old one."""
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    admin.delete_topics([name])[name].result(30)
+    deadline = time.monotonic() + 30
+    while name in admin.list_topics(timeout=10).topics:
+        assert time.monotonic() < deadline, f"{name} still listed 30 s after its deletion"
+        time.sleep(0.2)
+
+
 def await_partitions(admin: AdminClient, name: str, partitions: int) -> None:
     """Return once metadata shows topic ``name`` with ``partitions`` partitions, each led.
 

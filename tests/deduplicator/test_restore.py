@@ -11,7 +11,6 @@ from types import SimpleNamespace
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
 
 from deduplicator.backlog import Backlog
 from deduplicator.errors import RestoreTimeoutError
@@ -23,7 +22,7 @@ from deduplicator.rule import PartitionState, decode_state, encode_state, state_
 from deduplicator.state import StateStore
 from runtime import load_settings
 from tests.deduplicator.assigning import assign_restored
-from tests.kafka_helpers import create_topic
+from tests.kafka_helpers import create_topic, delete_topic
 
 KEYS = [state_key("cluster-a", "orders", p) for p in range(5)]
 TOPIC_ID = bytes(range(16))
@@ -280,12 +279,7 @@ def test_a_state_directory_ahead_of_a_changelog_made_anew_is_discarded_and_resto
     assert assigned_state() == expected  # the state directory now reflects offset 3001
 
     # The changelog deleted and made anew, one transaction in it.
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.delete_topics([topic])[topic].result(30)
-    deadline = time.monotonic() + 30
-    while topic in admin.list_topics(timeout=10).topics:
-        assert time.monotonic() < deadline, f"{topic} still listed 30 s after its deletion"
-        time.sleep(0.2)
+    delete_topic(bootstrap, topic)
     create_topic(bootstrap, topic, 1, {"cleanup.policy": "compact"})
     writer = Producer({"bootstrap.servers": bootstrap, "transactional.id": unique_topic("new")})
     writer.init_transactions(30)

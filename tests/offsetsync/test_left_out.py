@@ -6,6 +6,7 @@
 - a source topic stage 1 left out (its destination name collides with another topic's, recorded
   in the flow's meta topic as `left-out:<name>`) is not translated onto the other topic's copies;
   nor is one deleted and recreated since stage 1 recorded its id, onto the old topic's copies;
+  nor are two topics stage 1 took in that the naming settings now give one destination;
 - a group whose commit the target refused is not counted as synced.
 
 A leaderless partition needs a broker down under a topic of replication factor 1 on a cluster of
@@ -25,7 +26,6 @@ from dataclasses import dataclass
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
 
 from offsetsync.app import assemble
 from offsetsync.clients import SyncClients, connect
@@ -33,7 +33,7 @@ from offsetsync.errors import StaleLeadershipError
 from offsetsync.metrics import OffsetSyncMetrics
 from offsetsync.reading import ClusterReader
 from runtime import Settings, load_settings
-from tests.kafka_helpers import create_topic, produce_numbered, read_all
+from tests.kafka_helpers import create_topic, delete_topic, produce_numbered, read_all
 from tests.offsetsync.copied import copied_topic, record_taken_in, stage_1_records
 from tests.offsetsync.groups import committed_offsets, process_and_stop
 from tests.replication.scrape import free_port
@@ -249,22 +249,35 @@ def test_a_partition_whose_leader_the_client_knows_wrong_is_left_out_and_then_fa
     assert _sample(quiet.metrics, name, cluster="source") == 1
 
 
-def test_a_topic_stage_1_left_out_is_not_translated_onto_the_other_topic_s_copies(
-    source_cluster, target_cluster, unique_topic, unique_group, caplog
-):
-    source_bootstrap, target = source_cluster.bootstrap_servers, target_cluster.bootstrap_servers
-    base = unique_topic("renamed")
-    replicated, newcomer = f"{base}.orders", f"{base}.old"
-    # The newcomer's records are older than the copies: translated, its offsets would land on
-    # the replicated topic's copies (the header names a cluster, partition and offset only).
-    create_topic(source_bootstrap, newcomer, PARTITIONS)
-    produce_numbered(source_bootstrap, newcomer, PARTITIONS, 0, RECORDS)
-    source, copy = copied_topic(source_cluster, target_cluster, replicated, PARTITIONS, RECORDS)
-    prefix = unique_group("renamed")
+@dataclass
+class _Renamed:
+    """Two source topics the rename gives one destination, `<base>.orders.copy`: `orders`
+    copied there, `old` (its records older than the copies: translated, its groups' offsets
+    would land on them, as the header names a cluster, partition and offset only), and a group
+    stopped on each."""
+
+    orders: str
+    old: str
+    source: list  # `orders`' records
+    copy: str
+    group: str  # on `orders`, 4 records of each partition processed
+    stranger: str  # on `old`, 2 records of each partition processed
+    settings: Settings
+
+
+def _renamed_onto_another(
+    source_cluster, target_cluster, unique_topic, unique_group, name: str
+) -> _Renamed:
+    source_bootstrap = source_cluster.bootstrap_servers
+    base = unique_topic(name)
+    orders, old = f"{base}.orders", f"{base}.old"
+    create_topic(source_bootstrap, old, PARTITIONS)
+    produce_numbered(source_bootstrap, old, PARTITIONS, 0, RECORDS)
+    source, copy = copied_topic(source_cluster, target_cluster, orders, PARTITIONS, RECORDS)
+    prefix = unique_group(name)
     group, stranger = f"{prefix}.orders", f"{prefix}.old"
-    process_and_stop(source_bootstrap, group, replicated, dict.fromkeys(range(PARTITIONS), 4))
-    process_and_stop(source_bootstrap, stranger, newcomer, dict.fromkeys(range(PARTITIONS), 2))
-    # `<base>.old` is renamed `<base>.orders`: both would be copied to `<base>.orders.copy`.
+    process_and_stop(source_bootstrap, group, orders, dict.fromkeys(range(PARTITIONS), 4))
+    process_and_stop(source_bootstrap, stranger, old, dict.fromkeys(range(PARTITIONS), 2))
     settings = _settings(
         source_cluster,
         target_cluster,
@@ -274,7 +287,19 @@ def test_a_topic_stage_1_left_out_is_not_translated_onto_the_other_topic_s_copie
         REPLICATION_TOPICS_RENAME_PATTERN=r"(.*)\.old",
         REPLICATION_TOPICS_RENAME_REPLACEMENT=r"\1.orders",
     )
-    assert settings.destination_topic(newcomer) == copy
+    assert settings.destination_topic(old) == copy
+    return _Renamed(orders, old, source, copy, group, stranger, settings)
+
+
+def test_a_topic_stage_1_left_out_is_not_translated_onto_the_other_topic_s_copies(
+    source_cluster, target_cluster, unique_topic, unique_group, caplog
+):
+    target = target_cluster.bootstrap_servers
+    renamed = _renamed_onto_another(
+        source_cluster, target_cluster, unique_topic, unique_group, "renamed"
+    )
+    replicated, newcomer, source, copy = renamed.orders, renamed.old, renamed.source, renamed.copy
+    group, stranger, settings = renamed.group, renamed.stranger, renamed.settings
     # Stage 1 replicated `orders` and has not looked since `old` appeared (it is stopped, or
     # between two discovery rounds): only `orders` is recorded.
     record_taken_in(source_cluster, target_cluster, settings, [replicated])
@@ -351,12 +376,7 @@ def test_a_topic_recreated_on_the_source_is_not_translated_onto_the_old_topic_s_
     sync = _sync(quiet)
     sync.cycle()
     assert committed_offsets(target, quiet.group, quiet.copy) == quiet.synced
-    admin = AdminClient({"bootstrap.servers": source_bootstrap})
-    admin.delete_topics([quiet.topic])[quiet.topic].result(30)
-    deadline = time.monotonic() + 30
-    while quiet.topic in admin.list_topics(timeout=10).topics:
-        assert time.monotonic() < deadline, "topic not deleted"
-        time.sleep(0.2)
+    delete_topic(source_bootstrap, quiet.topic)
     create_topic(source_bootstrap, quiet.topic, PARTITIONS)
     # Filled again from a backup: its records keep their old times, older than the copies, so
     # that the copies' times do not keep its groups waiting (they would wait for newer copies).
@@ -378,6 +398,44 @@ def test_a_topic_recreated_on_the_source_is_not_translated_onto_the_old_topic_s_
     fields = warned[0].event_fields  # type: ignore[attr-defined]
     assert fields["topic"] == quiet.topic
     assert fields["recorded_topic_id"] != fields["topic_id"]
+
+
+def test_two_topics_taken_in_that_a_rename_change_makes_collide_are_neither_translated(
+    source_cluster, target_cluster, unique_topic, unique_group, caplog
+):
+    """Stage 1 took `orders` and `old` in under other names; then the rename changed to give
+    `old` the destination of `orders` (stage 1 stops on such settings, exit 2). The destination
+    holds `orders`' copies only, and which topic it was named for is not recorded. Once `old`
+    is deleted from the source, stage 1 copies `orders` alone there, and it is synced again."""
+    source_bootstrap, target = source_cluster.bootstrap_servers, target_cluster.bootstrap_servers
+    both = _renamed_onto_another(
+        source_cluster, target_cluster, unique_topic, unique_group, "collide"
+    )
+    replicated, renamed, source, copy = both.orders, both.old, both.source, both.copy
+    group, stranger, settings = both.group, both.stranger, both.settings
+    record_taken_in(source_cluster, target_cluster, settings, [replicated, renamed])
+    flow = _Flow(replicated, copy, group, {}, settings, OffsetSyncMetrics(), [])
+    try:
+        sync = _sync(flow)
+        with caplog.at_level(logging.INFO, logger="offsetsync"):
+            sync.cycle()
+            sync.cycle()
+            assert committed_offsets(target, stranger, copy) == {}  # onto `orders`' copies
+            assert committed_offsets(target, group, copy) == {}  # not known to be its copies
+            delete_topic(source_bootstrap, renamed)
+            sync.cycle()
+    finally:
+        for close in reversed(flow.closing):
+            close()
+    assert committed_offsets(target, group, copy) == _synced_offsets(target, source, copy, 4)
+    assert committed_offsets(target, stranger, copy) == {}
+    warned = [r for r in caplog.records if "now share a destination" in r.getMessage()]
+    # Once each while it lasted, not once a cycle, and at WARNING: stage 1 has stopped on it.
+    assert sorted(r.event_fields["topic"] for r in warned) == [renamed, replicated]  # type: ignore[attr-defined]
+    assert {r.levelno for r in warned} == {logging.WARNING}
+    assert all(copy == r.event_fields["destination"] for r in warned)  # type: ignore[attr-defined]
+    ended = [r for r in caplog.records if "shares its destination no more" in r.getMessage()]
+    assert [r.event_fields["topic"] for r in ended] == [replicated]  # type: ignore[attr-defined]
 
 
 class _RefusingGroups:

@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
 
 from replicator import discovery, loop
 from replicator.errors import ReplicatorError
@@ -24,7 +23,7 @@ from replicator.loop import Replicator
 from replicator.metrics import ReplicatorMetrics
 from replicator.topics import ensure_staging
 from runtime import NotAuthorizedError, admin_client, load_settings
-from tests.kafka_helpers import create_topic
+from tests.kafka_helpers import create_topic, delete_topic
 from tests.replication.staging import (
     await_staging_complete,
     read_source,
@@ -198,14 +197,9 @@ def test_a_topic_recreated_under_running_partitions_ends_stage_1_under_the_polic
     stages.append(stage)
     stage.await_assigned(3)
 
-    admin = AdminClient({"bootstrap.servers": source_cluster.bootstrap_servers})
     held.hold.set()  # the next round sees the topic only once it is back, under its new id
     assert held.held.wait(30)
-    admin.delete_topics([topic])[topic].result(30)
-    deadline = time.monotonic() + 30
-    while topic in admin.list_topics(timeout=10).topics:
-        assert time.monotonic() < deadline, "topic not deleted"
-        time.sleep(0.2)
+    delete_topic(source_cluster.bootstrap_servers, topic)
     create_topic(source_cluster.bootstrap_servers, topic, 3)
     held.release.set()
 
@@ -270,12 +264,7 @@ def test_a_topic_recreated_between_two_rounds_stops_and_is_then_replicated_from_
 
     held.hold.set()  # no round between the deletion and the new topic's first records
     assert held.held.wait(30), "no discovery round after start-up"
-    admin = AdminClient({"bootstrap.servers": source})
-    admin.delete_topics([topic])[topic].result(30)
-    deadline = time.monotonic() + 30
-    while topic in admin.list_topics(timeout=10).topics:
-        assert time.monotonic() < deadline, "topic not deleted"
-        time.sleep(0.2)
+    delete_topic(source, topic)
     create_topic(source, topic, 1)
     for i in range(50):
         producer.produce(topic, value=b"new-%d" % i)
