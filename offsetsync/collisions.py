@@ -1,14 +1,15 @@
-"""Source topics stage 1 took in that the naming settings now give one destination (a later
-change of the rename or the template; docs/design.md §5).
+"""Source topics stage 1 took in that the naming settings now give a destination they may not
+have: one another topic taken in has too, or one of the flow's own or Kafka's internal names
+(a later change of the rename, the template or the flow's names; docs/design.md §5).
 
-Stage 1 stops on such settings (exit 2: two replicated topics may not share a destination), but
-the destination already holds the copies of the topic it was named for first, and which one
-that was is not recorded. The provenance header names a cluster, partition and offset, not a
-topic: the other topic's groups, translated, would be moved onto those copies. So neither is
-translated while the collision lasts. Only topics the source has take part, as in stage 1's
-look: once one of them is deleted, stage 1 copies the other into the destination and its
-groups are translated again; a deleted topic's groups, whose offsets the source may still hold
-for a while, stay held back while a topic on the source has its destination.
+Stage 1 stops on such settings (exit 2, runtime/topic_naming.py), and a shared destination
+holds the copies of one of the topics at most; which one is not recorded. The provenance header
+names a cluster, partition and offset, not a topic: another topic's groups, translated, would
+be moved onto those copies. So none of them is translated while the collision lasts. Only
+topics the source has take part, as in stage 1's look: once all but one are deleted, stage 1
+copies that one into the destination and its groups are translated again; a deleted topic's
+groups, whose offsets the source may still hold for a while, stay held back while a topic on the
+source has its destination.
 """
 
 from __future__ import annotations
@@ -49,25 +50,24 @@ class Collisions:
         held = {topic for topic in topics if topic in why}
         for topic in sorted(held - self._warned):
             log.warning(
-                "source topics stage 1 took in now share a destination (the naming settings "
-                "changed; stage 1 stops on them): groups' offsets on them are not synced, as "
-                "the destination holds the copies of one of them only",
+                "source topic stage 1 took in now has a destination it may not have (the "
+                "naming settings changed): groups' offsets on it are not synced",
                 topic=topic,
                 destination=_destination(self._settings, topic),
                 error=why[topic],
             )
         for topic in sorted((self._warned & set(topics)) - held):
-            log.info(
-                "source topic shares its destination no more: its offsets are synced", topic=topic
-            )
+            log.info("source topic's destination collides no more", topic=topic)
         self._warned = (self._warned - set(topics)) | held
         self._met |= held
         return held
 
+    def cycle_started(self) -> None:
+        self._met = set()
+
     def cycle_ended(self) -> None:
         """One no group has offsets on any more is forgotten: met again, it is warned anew."""
         self._warned &= self._met
-        self._met = set()
 
 
 def _destination(settings: Settings, topic: str) -> str | None:

@@ -186,6 +186,7 @@ class OffsetSync:
         self._stale = set()
         self._untaken_met = set()
         self._recreated_met = set()
+        self._collisions.cycle_started()
         self._refresh_flow_topics()
         listed = sorted(
             g for g in self._clients.source_groups.states() if self._settings.syncs_group(g)
@@ -431,9 +432,7 @@ class OffsetSync:
             )
         # Gone from the source since (not in ``current``): nothing is translated, nothing said.
         for topic in sorted((self._recreated_warned & current.keys()) - recreated):
-            log.info(
-                "source topic's id is the one stage 1 recorded: its offsets are synced", topic=topic
-            )
+            log.info("source topic's id is the one stage 1 recorded again", topic=topic)
         self._recreated_warned = (self._recreated_warned - current.keys()) | recreated
         self._recreated_met |= recreated
         return recreated
