@@ -25,10 +25,19 @@ SOURCE_FETCH_PARTITION_BYTES = 8 * 1024 * 1024
 
 
 def consumer_config(settings: Settings, on_error: ErrorCallback) -> dict[str, object]:
+    properties = settings.source.client_config()
+    # Incremental assignment either way (the loop assigns and revokes incrementally): the
+    # cooperative assignor under the classic protocol; the consumer group protocol (KIP-848)
+    # assigns on the broker and refuses a client-side assignor at the consumer's creation.
+    assignor = (
+        {}
+        if str(properties.get("group.protocol", "classic")) == "consumer"
+        else {"partition.assignment.strategy": "cooperative-sticky"}
+    )
     return {
         "max.partition.fetch.bytes": SOURCE_FETCH_PARTITION_BYTES,  # the user's value wins
         **PREFETCH_DEFAULTS,
-        **settings.source.client_config(),
+        **properties,
         "group.id": settings.names.replicator_group,
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
@@ -38,7 +47,7 @@ def consumer_config(settings: Settings, on_error: ErrorCallback) -> dict[str, ob
         # retention surfaces as an error we handle by policy, never as a silent reset.
         # Partitions never committed start where REPLICATION_START_FROM says (on_assign).
         "auto.offset.reset": "error",
-        "partition.assignment.strategy": "cooperative-sticky",
+        **assignor,
         "error_cb": on_error,
         "logger": LIBRDKAFKA_LOG,
         **static_membership(settings, "replicator"),

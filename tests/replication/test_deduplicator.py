@@ -569,6 +569,41 @@ def test_both_changelog_layouts_copy_exactly_once_through_a_restart_with_an_empt
         assert all(lanes == {p} for p, lanes in lanes_by_partition.items())
 
 
+def test_both_stages_on_the_consumer_group_protocol_copy_exactly_once_through_restarts(
+    source_cluster, target_cluster, unique_topic, roles, tmp_path
+):
+    """`group.protocol=consumer` (KIP-848, the Java consumer's default since Kafka 4) given for
+    both clusters: neither stage adds what that protocol refuses (a client-side assignor: stage 1
+    exited 1 at start-up), and each resumes where its group committed."""
+    topics = {unique_topic("kip848"): 3}
+    env = _traffic_flow(
+        source_cluster,
+        target_cluster,
+        tmp_path,
+        unique_topic,
+        topics,
+        KAFKA_CLUSTERS_SOURCE_PROPERTIES_GROUP_PROTOCOL="consumer",
+        KAFKA_CLUSTERS_DESTINATION_PROPERTIES_GROUP_PROTOCOL="consumer",
+    )
+    target = target_cluster.bootstrap_servers
+    with ContinuousProducer(
+        source_cluster.bootstrap_servers, topics, records_per_second=500
+    ) as producer:
+        replicator = roles.start("replicator", env)
+        deduplicator = roles.start("deduplicator", env)
+        before = sum(len(r) for r in await_records(target, set(topics), 200, 120).values())
+        assert deduplicator.terminate(30) == 0
+        assert replicator.terminate(30) == 0
+        replicator.start()
+        deduplicator.start()
+        await_records(target, set(topics), before + 200, 120)
+        producer.stop()
+    source = read_source(source_cluster.bootstrap_servers, tuple(topics))
+    assert_exactly_once(source_cluster, source, _await_destination(target_cluster, source))
+    assert deduplicator.terminate(30) == 0
+    assert replicator.terminate(30) == 0
+
+
 def test_with_on_bad_envelope_stop_a_garbage_record_stops_stage_2_every_time(
     source_cluster, target_cluster, unique_topic, roles, tmp_path
 ):

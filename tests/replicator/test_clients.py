@@ -1,7 +1,8 @@
-"""Stage 1's staging producer: what invariant 2 needs is set by the role whatever the user
-gives; anything else is the user's to change, as for stage 2's producer."""
+"""Stage 1's clients: what its invariants and its loop need (incremental assignment) is set by
+the role whatever the user gives, never anything the protocol the user chose refuses; the rest
+is the user's to change, as for stage 2's producer."""
 
-from replicator.clients import producer_config
+from replicator.clients import consumer_config, producer_config
 from replicator.topics import StagingTopic
 from runtime import load_settings
 
@@ -34,3 +35,13 @@ def test_what_invariant_2_needs_is_not_the_users_to_change():
     assert (config["acks"], config["enable.idempotence"]) == ("all", True)
     assert config["enable.gapless.guarantee"] is True
     assert config["max.in.flight.requests.per.connection"] == 5
+
+
+def test_the_source_consumer_leaves_the_assignor_to_the_broker_under_kip_848():
+    classic = consumer_config(load_settings(CLUSTERS), lambda error: None)
+    assert classic["partition.assignment.strategy"] == "cooperative-sticky"
+    settings = load_settings(
+        {**CLUSTERS, "KAFKA_CLUSTERS_SOURCE_PROPERTIES_GROUP_PROTOCOL": "consumer"}
+    )
+    # librdkafka refuses to create a consumer of that protocol with an assignor of its own.
+    assert "partition.assignment.strategy" not in consumer_config(settings, lambda error: None)
