@@ -10,7 +10,7 @@ from confluent_kafka import KafkaError
 from deduplicator.limits import TRANSACTION_TIMEOUT_MS
 from deduplicator.metrics import DeduplicatorMetrics
 from runtime import LIBRDKAFKA_LOG, PREFETCH_DEFAULTS, Settings, get_logger, log_client_error
-from runtime.role import static_membership
+from runtime.role import on_consumer_group_protocol, static_membership
 
 # The loop's logger: these lines kept the name they had when the loop configured its clients.
 log = get_logger("deduplicator.loop")
@@ -56,7 +56,7 @@ def cooperative(config: dict[str, object]) -> bool:
     protocol (KIP-848), or a cooperative assignor a user configured; else eagerly (the default:
     every rebalance hands over the whole assignment)."""
     strategy = str(config.get("partition.assignment.strategy", ""))
-    return str(config.get("group.protocol", "classic")) == "consumer" or "cooperative" in strategy
+    return on_consumer_group_protocol(config) or "cooperative" in strategy
 
 
 def producer_config(

@@ -34,8 +34,10 @@ class Collisions:
     def related(self, topics: Collection[str], taken_in: Collection[str]) -> set[str]:
         """``topics`` and each topic of ``taken_in`` the settings now give the destination of
         one of them: what must be looked up on the source to tell a collision."""
-        wanted = {_destination(self._settings, topic) for topic in topics} - {None}
-        return set(topics) | {t for t in taken_in if _destination(self._settings, t) in wanted}
+        wanted = {destination_or_none(self._settings, topic) for topic in topics} - {None}
+        return set(topics) | {
+            t for t in taken_in if destination_or_none(self._settings, t) in wanted
+        }
 
     def held_back(self, topics: Collection[str], on_source: Collection[str]) -> set[str]:
         """Among ``topics`` (stage 1 took them in), those whose destination a topic of
@@ -53,7 +55,7 @@ class Collisions:
                 "source topic stage 1 took in now has a destination it may not have (the "
                 "naming settings changed): groups' offsets on it are not synced",
                 topic=topic,
-                destination=_destination(self._settings, topic),
+                destination=destination_or_none(self._settings, topic),
                 error=why[topic],
             )
         for topic in sorted((self._warned & set(topics)) - held):
@@ -70,7 +72,8 @@ class Collisions:
         self._warned &= self._met
 
 
-def _destination(settings: Settings, topic: str) -> str | None:
+def destination_or_none(settings: Settings, topic: str) -> str | None:
+    """``topic``'s destination name, or None when it has none or no valid one."""
     try:
         return settings.destination_topic(topic)
     except ValueError:  # no valid destination name: not replicated (warned where it is met)

@@ -35,7 +35,7 @@ from confluent_kafka import KafkaError, KafkaException
 from offsetsync.cache import CachedTranslations
 from offsetsync.checkpoints import Checkpoint, CheckpointWriter
 from offsetsync.clients import SyncClients
-from offsetsync.collisions import Collisions
+from offsetsync.collisions import Collisions, destination_or_none
 from offsetsync.errors import NoOffsetsError, OffsetSyncError, StaleLeadershipError
 from offsetsync.flow_meta import FlowTopics
 from offsetsync.groups import GROUP_ACTIVE, GroupOffsets, is_idle, translated_metadata
@@ -466,7 +466,7 @@ class OffsetSync:
                 "source topic left out by stage 1 (its destination name collides with another "
                 "topic's): groups' offsets on it are not synced",
                 topic=topic,
-                destination=self._destination_or_none(topic),
+                destination=destination_or_none(self._settings, topic),
             )
         return True
 
@@ -511,12 +511,6 @@ class OffsetSync:
         for topic in self._untaken_since.keys() - self._untaken_met:
             del self._untaken_since[topic]
         self._untaken_warned &= self._untaken_met
-
-    def _destination_or_none(self, topic: str) -> str | None:
-        try:
-            return self._settings.destination_topic(topic)
-        except ValueError:
-            return None
 
     def _readable_again(self, request: Request, translation: Translation | None) -> None:
         """A partition warned about as unavailable that answered: said once."""

@@ -10,7 +10,7 @@ from confluent_kafka import KafkaError
 from replicator.metrics import ReplicatorMetrics
 from replicator.topics import StagingTopic
 from runtime import LIBRDKAFKA_LOG, PREFETCH_DEFAULTS, Settings, get_logger, log_client_error
-from runtime.role import static_membership
+from runtime.role import on_consumer_group_protocol, static_membership
 
 log = get_logger(__name__)
 
@@ -31,7 +31,7 @@ def consumer_config(settings: Settings, on_error: ErrorCallback) -> dict[str, ob
     # assigns on the broker and refuses a client-side assignor at the consumer's creation.
     assignor = (
         {}
-        if str(properties.get("group.protocol", "classic")) == "consumer"
+        if on_consumer_group_protocol(properties)
         else {"partition.assignment.strategy": "cooperative-sticky"}
     )
     return {

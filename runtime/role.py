@@ -9,7 +9,7 @@ import faulthandler
 import gc
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 
 from confluent_kafka import KafkaException
@@ -194,6 +194,13 @@ def freeze_startup_garbage() -> None:
     gc.collect()
     gc.freeze()
     gc.set_threshold(50_000, 50, 100)
+
+
+def on_consumer_group_protocol(config: Mapping[str, object]) -> bool:
+    """Whether a consumer of ``config`` is on the consumer group protocol of KIP-848
+    (``group.protocol=consumer``): the broker assigns, incrementally, and librdkafka refuses a
+    client-side assignor with it; librdkafka's default is the classic protocol."""
+    return str(config.get("group.protocol", "classic")) == "consumer"
 
 
 def static_membership(settings: Settings, role: str) -> dict[str, str]:
