@@ -20,8 +20,9 @@ import dataclasses
 import logging
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import pytest
@@ -120,6 +121,16 @@ def _copied_and_stopped(source_cluster, target_cluster, topic: str, group: str, 
     return topic, source, copy, group, settings
 
 
+@contextmanager
+def _closed_after(flow: _Flow) -> Iterator[None]:
+    """The offset sync clients made for ``flow`` (by _sync) closed when the block ends."""
+    try:
+        yield
+    finally:
+        for close in reversed(flow.closing):
+            close()
+
+
 @pytest.fixture
 def quiet(source_cluster, target_cluster, unique_topic, unique_group):
     """A topic copied to the target with the provenance header, and a group that processed
@@ -130,11 +141,8 @@ def quiet(source_cluster, target_cluster, unique_topic, unique_group):
     synced = _synced_offsets(target_cluster.bootstrap_servers, source, copy, PROCESSED)
     record_taken_in(source_cluster, target_cluster, settings, [topic])
     flow = _Flow(topic, copy, group, synced, settings, OffsetSyncMetrics(), [])
-    try:
+    with _closed_after(flow):
         yield flow
-    finally:
-        for close in reversed(flow.closing):
-            close()
 
 
 def _sync(flow: _Flow, connect_clients: Callable[[], SyncClients] | None = None):
@@ -304,7 +312,7 @@ def test_a_topic_stage_1_left_out_is_not_translated_onto_the_other_topic_s_copie
     # between two discovery rounds): only `orders` is recorded.
     record_taken_in(source_cluster, target_cluster, settings, [replicated])
     flow = _Flow(replicated, copy, group, {}, settings, OffsetSyncMetrics(), [])
-    try:
+    with _closed_after(flow):
         sync = _sync(flow)
         with caplog.at_level(logging.INFO, logger="offsetsync"):
             sync.cycle()
@@ -315,9 +323,6 @@ def test_a_topic_stage_1_left_out_is_not_translated_onto_the_other_topic_s_copie
             )
             sync.cycle()
             sync.cycle()
-    finally:
-        for close in reversed(flow.closing):
-            close()
     assert committed_offsets(target, group, copy) == _synced_offsets(target, source, copy, 4)
     assert committed_offsets(target, stranger, copy) == {}
     not_taken_in = [r for r in caplog.records if "not yet taken in" in r.getMessage()]
@@ -341,7 +346,7 @@ def test_a_topic_stage_1_has_not_taken_in_is_synced_once_it_has(
     )
     target = target_cluster.bootstrap_servers
     flow = _Flow(topic, copy, group, {}, settings, OffsetSyncMetrics(), [])
-    try:
+    with _closed_after(flow):
         sync = _sync(flow)
         with caplog.at_level(logging.INFO, logger="offsetsync"):
             for _ in range(3):
@@ -351,9 +356,6 @@ def test_a_topic_stage_1_has_not_taken_in_is_synced_once_it_has(
             record_taken_in(source_cluster, target_cluster, settings, [topic])
             sync.cycle()
             assert _sample(flow.metrics, "exactly_offsetsync_topics_not_taken_in") == 0
-    finally:
-        for close in reversed(flow.closing):
-            close()
     assert committed_offsets(target, group, copy) == _synced_offsets(
         target, source, copy, PROCESSED
     )
@@ -415,7 +417,7 @@ def test_two_topics_taken_in_that_a_rename_change_makes_collide_are_neither_tran
     group, stranger, settings = both.group, both.stranger, both.settings
     record_taken_in(source_cluster, target_cluster, settings, [replicated, renamed])
     flow = _Flow(replicated, copy, group, {}, settings, OffsetSyncMetrics(), [])
-    try:
+    with _closed_after(flow):
         sync = _sync(flow)
         with caplog.at_level(logging.INFO, logger="offsetsync"):
             sync.cycle()
@@ -424,9 +426,6 @@ def test_two_topics_taken_in_that_a_rename_change_makes_collide_are_neither_tran
             assert committed_offsets(target, group, copy) == {}  # not known to be its copies
             delete_topic(source_bootstrap, renamed)
             sync.cycle()
-    finally:
-        for close in reversed(flow.closing):
-            close()
     assert committed_offsets(target, group, copy) == _synced_offsets(target, source, copy, 4)
     assert committed_offsets(target, stranger, copy) == {}
     warned = [r for r in caplog.records if "a destination it may not have" in r.getMessage()]
@@ -483,13 +482,10 @@ def test_a_group_whose_commit_the_target_refused_is_not_counted_as_synced(
         )
         return dataclasses.replace(clients, target_groups=groups)  # type: ignore[arg-type]
 
-    try:
+    with _closed_after(flow):
         sync = _sync(flow, connect_refusing)
         with pytest.raises(KafkaException):  # a refused commit fails the cycle, after the others
             sync.cycle()
-    finally:
-        for close in reversed(flow.closing):
-            close()
     target = target_cluster.bootstrap_servers
     assert committed_offsets(target, moved, copy) == _synced_offsets(target, source, copy, 3)
     assert committed_offsets(target, refused, copy) == {}
