@@ -56,8 +56,10 @@ from runtime import (
     raise_if_refused,
     records_refused,
 )
+from runtime.assignment_watch import AssignmentWatch
 from runtime.deadline import call_with_deadline, hard_deadline
 from runtime.errors import ClientHungError
+from runtime.role import on_consumer_group_protocol
 
 log = get_logger(__name__)
 
@@ -96,6 +98,11 @@ class Deduplicator:
         config = consumer_config(settings, self._client_error)
         self._cooperative = cooperative(config)
         self.consumer = Consumer(config)
+        self._unassigned = AssignmentWatch(
+            "staging",
+            settings.names.deduplicator_group,
+            consumer_group_protocol=on_consumer_group_protocol(config),
+        )
         self.producer = self._new_producer()
         self._fenced_joins = FencedJoins("staging consumer")
         self.backlog = Backlog(settings.names.staging, metrics.backlog)
@@ -140,12 +147,14 @@ class Deduplicator:
             on_revoke=self._on_revoke,
             on_lost=self._on_lost,
         )
+        self._unassigned.subscribed(len(self.partitions.stores))
 
     def run(self) -> None:
         self._subscribe()
         try:
             while not self._should_stop():
                 self._beat()
+                self._unassigned.check()
                 self.backlog.update_due(self.consumer, list(self.partitions.stores))
                 messages = self.consumer.consume(CONSUME_BATCH, 0)
                 self.partitions.note_positions(messages)
@@ -536,11 +545,13 @@ class Deduplicator:
             consumer.incremental_assign(starts)
         else:
             consumer.assign(starts)
+        self._unassigned.held(len(self.partitions.stores))
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         if self._txn.open:
             self._commit_or_recover()
         self.partitions.release(partitions)
+        self._unassigned.held(len(self.partitions.stores))
         log.info("staging partitions revoked", partitions=[tp.partition for tp in partitions])
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
@@ -548,6 +559,7 @@ class Deduplicator:
         if self._txn.open:
             self._abort()
         self.partitions.release(partitions)
+        self._unassigned.held(len(self.partitions.stores))
         log.warning("staging partitions lost", partitions=[tp.partition for tp in partitions])
 
     def _join_again(self, fenced: KafkaError) -> None:

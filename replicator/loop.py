@@ -46,6 +46,8 @@ from runtime import (
     kafka_error_of,
     member_fenced,
 )
+from runtime.assignment_watch import AssignmentWatch
+from runtime.role import on_consumer_group_protocol
 from runtime.topics import cluster_metadata
 
 log = get_logger(__name__)
@@ -105,7 +107,11 @@ class Replicator:
         self._refused: NotAuthorizedError | None = None  # a read refused: stop, naming it
         self._max_envelope = staging.max_message_bytes - PRODUCE_OVERHEAD
         self._budget = min(settings.envelope_max_bytes, self._max_envelope)
-        self.consumer = Consumer(consumer_config(self.settings, self._on_consumer_error))
+        config = consumer_config(self.settings, self._on_consumer_error)
+        self.consumer = Consumer(config)
+        self._unassigned = AssignmentWatch(
+            "source", self._group, consumer_group_protocol=on_consumer_group_protocol(config)
+        )
         self.session = StagingSession(settings, staging, metrics, self.lanes)
         self._subscribed: list[str] = []
         self._abandoning = False
@@ -170,6 +176,7 @@ class Replicator:
             now = time.monotonic()
             if now >= next_watchdog:
                 self.session.watch_for_stall(now)
+                self._unassigned.check()
                 next_watchdog = now + WATCHDOG_INTERVAL_S
             if now >= next_commit:
                 self._commit(Why.PERIODIC)
@@ -335,6 +342,7 @@ class Replicator:
         )
         hold_recreated(self.consumer, self.metrics, lanes, found)
         self.metrics.assigned_partitions.set(len(self.lanes))
+        self._unassigned.held(len(self.lanes))
         log.info("partitions assigned", count=len(lanes), total=len(self.lanes))
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
@@ -348,10 +356,12 @@ class Replicator:
             self.metrics.forget(lane)
         consumer.incremental_unassign(partitions)
         self.metrics.assigned_partitions.set(len(self.lanes))
+        self._unassigned.held(len(self.lanes))
         log.info("partitions revoked", count=len(revoked), total=len(self.lanes))
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         lose(consumer, partitions, self.lanes, self.metrics)
+        self._unassigned.held(len(self.lanes))
 
     def _join_again(self, fenced: KafkaError) -> None:
         """The group coordinator fenced our static member: most often by our own later join,
@@ -392,8 +402,10 @@ class Replicator:
                 names, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
             )
             log.info("subscribed", topics=",".join(names))
+            self._unassigned.subscribed(len(self.lanes))
         else:
             self.consumer.unsubscribe()
+            self._unassigned.unsubscribed()
             log.warning("no source topic matches the configured topics; waiting")
         self._subscribed = names
 

@@ -124,6 +124,12 @@ def source_kafka_version() -> str:
     return os.environ.get(SOURCE_VERSION_VARIABLE) or KAFKA_VERSION
 
 
+def source_has_consumer_group_protocol() -> bool:
+    """Whether the source clusters the tests make speak KIP-848's consumer group protocol
+    (``group.protocol=consumer``), generally available (and on by default) from Kafka 4.0."""
+    return int(source_kafka_version().split(".")[0]) >= 4
+
+
 def _external(name: str) -> KafkaBackend:
     bootstrap = os.environ[EXTERNAL_VARIABLES[name]]
     metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=30)

@@ -5,7 +5,6 @@ classic group's, and it resumes on the target, on the same protocol, exactly whe
 
 from __future__ import annotations
 
-import os
 import time
 import uuid
 
@@ -14,7 +13,7 @@ from confluent_kafka import Consumer, ConsumerGroupType, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from runtime import load_settings
-from tests.backends import SOURCE_VERSION_VARIABLE
+from tests.backends import source_has_consumer_group_protocol
 from tests.kafka_helpers import create_topic, produce_numbered, read_all
 from tests.offsetsync.copied import record_taken_in
 from tests.offsetsync.groups import await_committed
@@ -29,7 +28,7 @@ PROCESSED = {0: 3, 1: 7, 2: PER_PARTITION}
 _TIMEOUT_S = 60.0
 
 pytestmark = pytest.mark.skipif(
-    int(os.environ.get(SOURCE_VERSION_VARIABLE, "4").split(".")[0]) < 4,
+    not source_has_consumer_group_protocol(),
     reason="the consumer group protocol is generally available from Kafka 4.0",
 )
 

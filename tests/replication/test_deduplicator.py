@@ -17,7 +17,9 @@ from confluent_kafka.admin import AdminClient
 
 from exactly.acls import ROLES
 from runtime import ErrorClass, classify, kafka_error_of
+from runtime.assignment_watch import UNASSIGNED_WARN_S
 from runtime.names import FlowNames
+from tests.backends import source_has_consumer_group_protocol
 from tests.commands import run_exactly
 from tests.kafka_helpers import create_topic, read_all
 from tests.replication.datamix import ContinuousProducer, create_data_mix
@@ -569,6 +571,10 @@ def test_both_changelog_layouts_copy_exactly_once_through_a_restart_with_an_empt
         assert all(lanes == {p} for p, lanes in lanes_by_partition.items())
 
 
+@pytest.mark.skipif(
+    not source_has_consumer_group_protocol(),
+    reason="the consumer group protocol is generally available from Kafka 4.0",
+)
 def test_both_stages_on_the_consumer_group_protocol_copy_exactly_once_through_restarts(
     source_cluster, target_cluster, unique_topic, roles, tmp_path
 ):
@@ -601,6 +607,35 @@ def test_both_stages_on_the_consumer_group_protocol_copy_exactly_once_through_re
     source = read_source(source_cluster.bootstrap_servers, tuple(topics))
     assert_exactly_once(source_cluster, source, _await_destination(target_cluster, source))
     assert deduplicator.terminate(30) == 0
+    assert replicator.terminate(30) == 0
+
+
+@pytest.mark.skipif(
+    source_has_consumer_group_protocol(), reason="the source has the consumer group protocol"
+)
+def test_stage_1_on_the_consumer_group_protocol_of_a_source_without_it_says_so(
+    source_cluster, target_cluster, unique_topic, roles, tmp_path
+):
+    """Against brokers without KIP-848's protocol (before Kafka 4.0) librdkafka retries the
+    group in silence and stage 1 copies nothing: it must say which group and why, not stall
+    without a word (it did: found by `make test-old-source`)."""
+    topics = {unique_topic("kip848old"): 1}
+    env = _traffic_flow(
+        source_cluster,
+        target_cluster,
+        tmp_path,
+        unique_topic,
+        topics,
+        KAFKA_CLUSTERS_SOURCE_PROPERTIES_GROUP_PROTOCOL="consumer",
+    )
+    replicator = roles.start("replicator", env)
+    deadline = time.monotonic() + UNASSIGNED_WARN_S + 60
+    while not (said := re.findall(r".*subscribed but given no partition.*", replicator.log_text())):
+        assert replicator.is_running(), replicator.log_tail()
+        assert time.monotonic() < deadline, replicator.log_tail()
+        time.sleep(0.5)
+    assert "level=warning" in said[0], said
+    assert "group.protocol=consumer" in said[0], said
     assert replicator.terminate(30) == 0
 
 
