@@ -23,12 +23,14 @@ from runtime.broker_reach import BROKER_REACH, broker_out_of_reach
 from runtime.errors import AuthenticationError, CertificateRefusedError
 from runtime.kafka_errors import CertificateRefusal, ErrorClass, certificate_refusal, classify
 from runtime.logs import EventLogger
+from runtime.properties import quiet_other_kind_properties
 from runtime.settings import ClusterSettings
 from runtime.transaction_lines import demote_handled_transaction_lines
 
 LIBRDKAFKA_LOG = logging.getLogger("librdkafka")
 LIBRDKAFKA_LOG.addFilter(BROKER_REACH)
 LIBRDKAFKA_LOG.addFilter(demote_handled_transaction_lines)
+LIBRDKAFKA_LOG.addFilter(quiet_other_kind_properties)
 
 # Both stages' consumers, under the user's own properties. librdkafka fetches a partition again
 # only while its local queue holds fewer than queued.min.messages (100 000 a partition) and

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import KafkaException, Producer
 
+from runtime.broker_reach import librdkafka_line
 from runtime.errors import ConfigError
 from runtime.kafka_errors import kafka_error_of
 
@@ -45,6 +46,25 @@ _SECRET_MARKERS = ("password", "secret", "passphrase", "key.pem", "oauthbearer.c
 _SILENT = logging.Logger("runtime.properties.check")
 _SILENT.addHandler(logging.NullHandler())
 _SILENT.disabled = True
+
+
+# A cluster's properties go to every client of ours on that cluster, each written once for all:
+# a consumer's property (say group.protocol) makes every producer of a start say at WARNING that
+# it ignores it, and the other way round. That is the design, not news: said at DEBUG.
+_OTHER_KIND = re.compile(
+    r"is a (?:consumer|producer) property and will be ignored by this (?:producer|consumer) "
+    r"instance"
+)
+
+
+def quiet_other_kind_properties(record: logging.LogRecord) -> bool:
+    """A filter of ``LIBRDKAFKA_LOG``: a CONFWARN line about a property of the other kind of
+    client becomes DEBUG, kept only where DEBUG is logged; passes every other line."""
+    line = librdkafka_line(record)
+    if line is None or line[0] != "CONFWARN" or not _OTHER_KIND.search(line[1]):
+        return True
+    record.levelno, record.levelname = logging.DEBUG, logging.getLevelName(logging.DEBUG)
+    return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
 
 
 def is_secret_property(name: str, *, from_file: bool) -> bool:
