@@ -539,19 +539,18 @@ class Deduplicator:
     # -- partitions ---------------------------------------------------------------------------
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._unassigned.given(len(partitions))  # before the restore, which is not the group's
         starts = self.partitions.assign(consumer, partitions)
         # Each at an explicit position (stops.py): librdkafka must never pick one itself.
         if self._cooperative:
             consumer.incremental_assign(starts)
         else:
             consumer.assign(starts)
-        self._unassigned.held(len(self.partitions.stores))
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         if self._txn.open:
             self._commit_or_recover()
         self.partitions.release(partitions)
-        self._unassigned.held(len(self.partitions.stores))
         log.info("staging partitions revoked", partitions=[tp.partition for tp in partitions])
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
@@ -559,7 +558,6 @@ class Deduplicator:
         if self._txn.open:
             self._abort()
         self.partitions.release(partitions)
-        self._unassigned.held(len(self.partitions.stores))
         log.warning("staging partitions lost", partitions=[tp.partition for tp in partitions])
 
     def _join_again(self, fenced: KafkaError) -> None:

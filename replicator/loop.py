@@ -330,6 +330,7 @@ class Replicator:
     # -- partitions ---------------------------------------------------------------------------
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._unassigned.given(len(partitions))
         start_from = self.settings.start_from
         committed, found, starts = read_assigned(
             consumer, partitions, self.discovery, self._beat, start_from, self.started_at_ms
@@ -342,7 +343,6 @@ class Replicator:
         )
         hold_recreated(self.consumer, self.metrics, lanes, found)
         self.metrics.assigned_partitions.set(len(self.lanes))
-        self._unassigned.held(len(self.lanes))
         log.info("partitions assigned", count=len(lanes), total=len(self.lanes))
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
@@ -356,12 +356,10 @@ class Replicator:
             self.metrics.forget(lane)
         consumer.incremental_unassign(partitions)
         self.metrics.assigned_partitions.set(len(self.lanes))
-        self._unassigned.held(len(self.lanes))
         log.info("partitions revoked", count=len(revoked), total=len(self.lanes))
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         lose(consumer, partitions, self.lanes, self.metrics)
-        self._unassigned.held(len(self.lanes))
 
     def _join_again(self, fenced: KafkaError) -> None:
         """The group coordinator fenced our static member: most often by our own later join,

@@ -5,8 +5,9 @@ consumer on KIP-848's protocol (``group.protocol=consumer``) whose brokers lack 
 before 4.0, or a cluster where the protocol is not enabled) is the case met in practice: the
 stage starts, reports ready, subscribes, and copies nothing, with no error to find. Both
 stages join their group with a static member id (runtime.role.static_membership), so a
-restarted instance has its partitions back within seconds; one that has none after
-`UNASSIGNED_WARN_S` is stuck, and the line says which group and the likely cause.
+restarted instance has its partitions back within seconds; one given none for
+`UNASSIGNED_WARN_S` from its subscription on is stuck or idle, and the line says which group and
+the likely causes.
 """
 
 from __future__ import annotations
@@ -18,21 +19,25 @@ from runtime.logs import get_logger
 
 log = get_logger(__name__)
 
-# Far beyond a static member's rejoin and the broker's initial rebalance delay (3 s), short
-# enough that a user watching a new flow's first start sees the line.
-UNASSIGNED_WARN_S = 30.0
+# Past a static member's rejoin and the broker's initial rebalance delay (3 s), and past the
+# session timeout (45 s by default) an instance under a new group.instance.id waits out for the
+# partitions its predecessor held; short enough that a user watching a flow's start sees it.
+UNASSIGNED_WARN_S = 60.0
 
+_OTHERS_HOLD = "other members of the group may hold every partition, or a rebalance is slow"
 _PROTOCOL_HINT = (
     "group.protocol=consumer needs brokers with KIP-848's consumer group protocol (Kafka 4.0 "
-    "or later); librdkafka retries in silence on others: drop the property or upgrade"
+    "or later), and librdkafka retries in silence on others: drop the property or upgrade; "
+    f"else {_OTHERS_HOLD}"
 )
-_CLASSIC_HINT = "other members of the group may hold every partition"
 
 
 class AssignmentWatch:
-    """Warns once per wait when a subscribed consumer has held no partition for ``after_s``,
-    and says when partitions come at last. The owning loop reports its subscriptions and how
-    many partitions it holds after each assignment change, and calls `check` as it goes."""
+    """Warns once when a consumer, from its subscription on, has been given no partition for
+    ``after_s``, and says when partitions come at last. Only a start with nothing is watched:
+    a consumer that held partitions and lost them in a rebalance was served by its group. The
+    owning loop reports its subscriptions and each assignment as it begins (before any restore,
+    which is not waiting for the group), and calls `check` as it goes."""
 
     def __init__(
         self,
@@ -45,10 +50,10 @@ class AssignmentWatch:
     ) -> None:
         self._consumer = consumer
         self._group = group
-        self._hint = _PROTOCOL_HINT if consumer_group_protocol else _CLASSIC_HINT
+        self._hint = _PROTOCOL_HINT if consumer_group_protocol else _OTHERS_HOLD
         self._after_s = after_s
         self._clock = clock
-        self._since: float | None = None  # waiting for a partition since; None: not waiting
+        self._since: float | None = None  # waiting for a first partition since; None: not
         self._warned = False
 
     def subscribed(self, held: int) -> None:
@@ -60,11 +65,10 @@ class AssignmentWatch:
         self._since = None
         self._warned = False
 
-    def held(self, count: int) -> None:
-        if count == 0:
-            self.subscribed(0)
+    def given(self, count: int) -> None:
+        if count == 0 or self._since is None:
             return
-        if self._warned and self._since is not None:
+        if self._warned:
             log.info(
                 "partitions assigned after a long wait",
                 consumer=self._consumer,

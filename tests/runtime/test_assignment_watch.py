@@ -63,6 +63,7 @@ def test_the_classic_protocol_gets_its_own_hint(caplog):
     watch.check()
     [(_, _, fields)] = _lines(caplog)
     assert "group.protocol" not in str(fields["hint"])
+    assert "other members" in str(fields["hint"])
 
 
 def test_partitions_in_time_or_no_subscription_say_nothing(caplog):
@@ -70,33 +71,49 @@ def test_partitions_in_time_or_no_subscription_say_nothing(caplog):
     watch = _watch(clock)
     watch.subscribed(0)
     clock.now += 1
-    watch.held(3)
+    watch.given(0)  # an empty assignment (cooperative) is no end of the wait ...
+    watch.given(3)  # ... partitions are
     clock.now += UNASSIGNED_WARN_S * 2
     watch.check()
     watch.subscribed(3)  # a new subscription while holding partitions: no wait
     clock.now += UNASSIGNED_WARN_S * 2
     watch.check()
-    watch.held(0)
+    watch.subscribed(0)
     watch.unsubscribed()  # nothing to wait for
     clock.now += UNASSIGNED_WARN_S * 2
     watch.check()
     assert _lines(caplog) == []
 
 
-def test_partitions_after_the_warning_are_reported_and_a_later_wait_warns_again(caplog):
+def test_a_rebalance_that_takes_every_partition_is_no_wait(caplog):
+    # The group served this consumer: losing its partitions to a rebalance (eager revokes
+    # everything) or to a new member, or being unsubscribed, starts no wait.
+    clock = _Clock()
+    watch = _watch(clock)
+    watch.subscribed(0)
+    watch.given(2)
+    watch.unsubscribed()  # no topic left: what it held is revoked afterwards
+    clock.now += UNASSIGNED_WARN_S * 2
+    watch.check()
+    assert _lines(caplog) == []
+
+
+def test_partitions_after_the_warning_are_reported_from_the_subscription(caplog):
     clock = _Clock()
     watch = _watch(clock)
     watch.subscribed(0)
     clock.now += UNASSIGNED_WARN_S
     watch.check()
     clock.now += 5
-    watch.held(2)
-    watch.held(0)  # every partition revoked: a new wait
-    clock.now += UNASSIGNED_WARN_S
+    watch.given(2)
     watch.check()
     assert [(level, msg) for level, msg, _ in _lines(caplog)] == [
         ("WARNING", "subscribed but given no partition"),
         ("INFO", "partitions assigned after a long wait"),
-        ("WARNING", "subscribed but given no partition"),
     ]
     assert _lines(caplog)[1][2]["waited_s"] == UNASSIGNED_WARN_S + 5
+    # A later start with nothing (a fenced member's new consumer) is watched anew.
+    watch.subscribed(0)
+    clock.now += UNASSIGNED_WARN_S
+    watch.check()
+    assert len(_lines(caplog)) == 3

@@ -29,6 +29,14 @@ def _producer_with(config: dict[str, object]) -> None:
     producer.flush(0)
 
 
+def _consumer_with(config: dict[str, object]) -> None:
+    consumer = Consumer(
+        {"bootstrap.servers": _NOWHERE, "group.id": "g", "logger": LIBRDKAFKA_LOG, **config}
+    )
+    consumer.poll(0.2)
+    consumer.close()
+
+
 def test_a_consumer_property_given_to_a_producer_is_not_a_warning(caplog):
     caplog.set_level(logging.INFO, logger=LIBRDKAFKA_LOG.name)
     _producer_with({"group.protocol": "consumer", "fetch.wait.max.ms": 10})
@@ -37,11 +45,7 @@ def test_a_consumer_property_given_to_a_producer_is_not_a_warning(caplog):
 
 def test_a_producer_property_given_to_a_consumer_is_not_a_warning(caplog):
     caplog.set_level(logging.INFO, logger=LIBRDKAFKA_LOG.name)
-    consumer = Consumer(
-        {"bootstrap.servers": _NOWHERE, "group.id": "g", "logger": LIBRDKAFKA_LOG, "acks": "all"}
-    )
-    consumer.poll(0.2)
-    consumer.close()
+    _consumer_with({"acks": "all"})
     assert _confwarn_lines(caplog) == []
 
 
@@ -49,6 +53,8 @@ def test_at_debug_it_is_kept_and_other_configuration_warnings_keep_their_level(c
     caplog.set_level(logging.DEBUG, logger=LIBRDKAFKA_LOG.name)
     # Beside a consumer's property, a deprecated one of the producer's own: librdkafka warns.
     _producer_with({"group.protocol": "consumer", "produce.offset.report": True})
+    _consumer_with({"acks": "all"})
     lines = _confwarn_lines(caplog)
     assert [level for level, text in lines if "group.protocol" in text] == ["DEBUG"]
+    assert [level for level, text in lines if "acks" in text] == ["DEBUG"]
     assert any(level == "WARNING" for level, text in lines if "group.protocol" not in text), lines
