@@ -61,9 +61,7 @@ class AssignmentWatch:
             self._since = self._clock()
 
     def unsubscribed(self) -> None:
-        # Nothing to be given: no wait to report.
-        self._since = None
-        self._warned = False
+        self._end_wait()  # nothing to be given: no wait to report
 
     def given(self, count: int) -> None:
         if count == 0 or self._since is None:
@@ -75,7 +73,11 @@ class AssignmentWatch:
                 group=self._group,
                 waited_s=round(self._clock() - self._since, 1),
             )
-        self.unsubscribed()
+        self._end_wait()
+
+    def _end_wait(self) -> None:
+        self._since = None
+        self._warned = False
 
     def check(self) -> None:
         if self._since is None or self._warned:
