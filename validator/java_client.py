@@ -30,6 +30,7 @@ _SAME_IN_JAVA = frozenset(
         "client.id",
         "socket.connection.setup.timeout.ms",
         "request.timeout.ms",
+        "reconnect.backoff.max.ms",
     }
 )
 _JAAS_MODULES = {

@@ -43,15 +43,16 @@ def test_seed_variables_map_exactly():
     assert loaded.destination.bootstrap_servers == ("target-1:9092",)
     assert loaded.source.topic == "orders"
     assert loaded.destination.topic == "orders-copy"
-    # No client of ours asks a broker to create a topic by naming it (runtime/cluster_settings.py).
-    no_auto_create = {"allow.auto.create.topics": "false"}
+    # No client of ours asks a broker to create a topic by naming it, and each tries a broker
+    # that went away again at least every second (runtime/cluster_settings.py).
+    ours = {"allow.auto.create.topics": "false", "reconnect.backoff.max.ms": "1000"}
     assert loaded.source.client_config() == {
         "bootstrap.servers": "source-1:9092,source-2:9092",
-        **no_auto_create,
+        **ours,
     }
     assert loaded.destination.client_config() == {
         "bootstrap.servers": "target-1:9092",
-        **no_auto_create,
+        **ours,
     }
     assert loaded.destination_topic("orders") == "orders-copy"
     assert loaded.destination_topic("orders-eu") is None
@@ -300,6 +301,7 @@ def test_passthrough_properties_reach_client_config():
     assert loaded.source.client_config() == {
         "bootstrap.servers": CLUSTERS[f"{SOURCE}BOOTSTRAP_SERVERS"],
         "allow.auto.create.topics": "false",
+        "reconnect.backoff.max.ms": "1000",
         "security.protocol": "SASL_SSL",
         "sasl.mechanism": "PLAIN",
         "sasl.username": "replicator",
@@ -307,6 +309,12 @@ def test_passthrough_properties_reach_client_config():
         "log_level": "3",
     }
     assert loaded.destination.client_config()["acks"] == "all"
+
+
+def test_a_users_reconnect_backoff_wins_over_ours():
+    loaded = load(KAFKA_CLUSTERS_DESTINATION_PROPERTIES_RECONNECT_BACKOFF_MAX_MS="10000")
+    assert loaded.destination.client_config()["reconnect.backoff.max.ms"] == "10000"
+    assert loaded.source.client_config()["reconnect.backoff.max.ms"] == "1000"
 
 
 def test_consumer_and_producer_properties_are_both_accepted_silently(capfd):
