@@ -11,6 +11,8 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from runtime.settings_types import Servers, TopicName
 from runtime.settings_variables import BOOTSTRAP_ALIAS
 
+RECONNECT_BACKOFF_MAX_MS = 1000
+
 
 class ClusterSettings(BaseModel):
     """One Kafka cluster: where it is, the seed's one topic, and librdkafka passthrough."""
@@ -49,17 +51,22 @@ class ClusterSettings(BaseModel):
             # answered "already exists", and stage 2 could not write the source's partition 3.
             # Every topic of a flow is created by the role that owns it, as its source has it.
             "allow.auto.create.topics": "false",
-            # How long at most between two tries to reach a broker that went away: Java's
-            # clients' default, where librdkafka's is 10 s. A transactional producer asks for a
-            # moved coordinator only when a try to reach the old one fails, and comes back to a
-            # restarted broker only at its next try: at 10 s apart, an abort waited on a dead
-            # transaction coordinator 2.3 s past the broker session, and a controlled roll of
-            # the target stood still 2.1-5.8 s a node against 1.6-3.8 s at 1 s
-            # (docs/replicated-clusters.md). The user's value wins.
-            "reconnect.backoff.max.ms": "1000",
+            "reconnect.backoff.max.ms": str(self._reconnect_backoff_max_ms()),
         }
         config.update(self.properties)
         config.update(
             {name: value.get_secret_value() for name, value in self.secret_properties.items()}
         )
         return config
+
+    def _reconnect_backoff_max_ms(self) -> int:
+        """How long at most between two tries to reach a broker that went away: Java's clients'
+        default, where librdkafka's is 10 s. A transactional producer asks for a moved
+        coordinator only when a try to reach the old one fails, and comes back to a restarted
+        broker only at its next try: 10 s apart, an abort waited on a dead transaction
+        coordinator 2.3 s past the broker session, and a controlled roll of the target stood
+        still 2.1-5.8 s a node against 1.6-3.8 s at 1 s (docs/replicated-clusters.md). A user's
+        ``reconnect.backoff.max.ms`` replaces it; a user's larger ``reconnect.backoff.ms``
+        raises it to that, as librdkafka refuses a maximum below the first wait."""
+        first = self.properties.get("reconnect.backoff.ms", "")
+        return max(RECONNECT_BACKOFF_MAX_MS, int(first) if first.strip().isdigit() else 0)

@@ -1,6 +1,7 @@
 """Settings as an operator meets them: environment in, settings or one-line ConfigError out."""
 
 import pytest
+from confluent_kafka import Producer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
@@ -315,6 +316,15 @@ def test_a_users_reconnect_backoff_wins_over_ours():
     loaded = load(KAFKA_CLUSTERS_DESTINATION_PROPERTIES_RECONNECT_BACKOFF_MAX_MS="10000")
     assert loaded.destination.client_config()["reconnect.backoff.max.ms"] == "10000"
     assert loaded.source.client_config()["reconnect.backoff.max.ms"] == "1000"
+
+
+def test_a_users_longer_first_reconnect_wait_raises_our_maximum_to_it():
+    """librdkafka refuses a maximum below reconnect.backoff.ms; a user who set only the first
+    wait must not meet that refusal of a value they never gave."""
+    loaded = load(KAFKA_CLUSTERS_SOURCE_PROPERTIES_RECONNECT_BACKOFF_MS="2500")
+    config = loaded.source.client_config()
+    assert config["reconnect.backoff.max.ms"] == "2500"
+    Producer({**config, "bootstrap.servers": "localhost:1"}).flush(0)  # librdkafka accepts it
 
 
 def test_consumer_and_producer_properties_are_both_accepted_silently(capfd):
