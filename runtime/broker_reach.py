@@ -71,8 +71,10 @@ from runtime.kafka_errors import CertificateRefusal, certificate_refused_in
 from runtime.logs import get_logger
 
 # No failure for this long and a broker counts as no longer failing: longer than librdkafka's
-# 30 s between two lines of one identical failure plus its longest reconnect backoff (10 s,
-# jitter up to +50 %), so that a broker still refusing is not called recovered in between.
+# 30 s between two lines of one identical failure plus its longest wait between two tries
+# (reconnect.backoff.max.ms: 1 s as runtime/cluster_settings.py sets it, librdkafka's own 10 s
+# where a user's first wait is written otherwise; jitter never exceeds it), so that a broker
+# still refusing is not called recovered in between.
 QUIET_S = 60.0
 # At most one "still unreachable" line per broker (and one "no broker up") this often.
 SUMMARY_S = 30.0

@@ -6,6 +6,8 @@ and what every client of a cluster is configured from.
 
 from __future__ import annotations
 
+import re
+
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from runtime.settings_types import Servers, TopicName
@@ -51,22 +53,32 @@ class ClusterSettings(BaseModel):
             # answered "already exists", and stage 2 could not write the source's partition 3.
             # Every topic of a flow is created by the role that owns it, as its source has it.
             "allow.auto.create.topics": "false",
-            "reconnect.backoff.max.ms": str(self._reconnect_backoff_max_ms()),
         }
         config.update(self.properties)
         config.update(
             {name: value.get_secret_value() for name, value in self.secret_properties.items()}
         )
+        reconnect_max = _reconnect_backoff_max_ms(config.get("reconnect.backoff.ms"))
+        if reconnect_max is not None:
+            config.setdefault("reconnect.backoff.max.ms", str(reconnect_max))
         return config
 
-    def _reconnect_backoff_max_ms(self) -> int:
-        """How long at most between two tries to reach a broker that went away: Java's clients'
-        default, where librdkafka's is 10 s. A transactional producer asks for a moved
-        coordinator only when a try to reach the old one fails, and comes back to a restarted
-        broker only at its next try: 10 s apart, an abort waited on a dead transaction
-        coordinator 2.3 s past the broker session, and a controlled roll of the target stood
-        still 2.1-5.8 s a node against 1.6-3.8 s at 1 s (docs/replicated-clusters.md). A user's
-        ``reconnect.backoff.max.ms`` replaces it; a user's larger ``reconnect.backoff.ms``
-        raises it to that, as librdkafka refuses a maximum below the first wait."""
-        first = self.properties.get("reconnect.backoff.ms", "")
-        return max(RECONNECT_BACKOFF_MAX_MS, int(first) if first.strip().isdigit() else 0)
+
+_PLAIN_MS = re.compile(r"\s*(0|[1-9][0-9]{0,6})\s*")
+
+
+def _reconnect_backoff_max_ms(first_wait: str | None) -> int | None:
+    """Our longest wait between two tries to reach a broker that went away, given the user's
+    ``reconnect.backoff.ms`` (None: not ours to set). Java's clients' default, where
+    librdkafka's is 10 s: a transactional producer asks for a moved coordinator only when a try
+    to reach the old one fails, and comes back to a restarted broker only at its next try; 10 s
+    apart, an abort waited on a dead transaction coordinator 2.3 s past the broker session, and
+    a controlled roll of the target stood still 2.1-5.8 s a node against 1.6-3.8 s at 1 s
+    (docs/replicated-clusters.md). librdkafka refuses a maximum below the first wait, so a
+    longer first wait raises ours to it, and a first wait written any other way than plain
+    digits (librdkafka also reads hex, signs and trailing text) leaves librdkafka's own."""
+    if first_wait is None:
+        return RECONNECT_BACKOFF_MAX_MS
+    if not _PLAIN_MS.fullmatch(first_wait):
+        return None
+    return max(RECONNECT_BACKOFF_MAX_MS, int(first_wait))

@@ -1,13 +1,13 @@
 """Settings as an operator meets them: environment in, settings or one-line ConfigError out."""
 
 import pytest
-from confluent_kafka import Producer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from runtime import ConfigError, ExactlyError, is_secret_property, load_settings, render_config
 from runtime.errors import DestinationCollisionError
+from runtime.properties import librdkafka_refusal
 from runtime.settings import DESTINATION_PREFIX, SOURCE_PREFIX, Settings, destination_names
 
 SOURCE = "KAFKA_CLUSTERS_SOURCE_"
@@ -318,13 +318,24 @@ def test_a_users_reconnect_backoff_wins_over_ours():
     assert loaded.source.client_config()["reconnect.backoff.max.ms"] == "1000"
 
 
-def test_a_users_longer_first_reconnect_wait_raises_our_maximum_to_it():
+def test_a_users_longer_first_reconnect_wait_raises_our_maximum_to_it(tmp_path):
     """librdkafka refuses a maximum below reconnect.backoff.ms; a user who set only the first
-    wait must not meet that refusal of a value they never gave."""
+    wait must never meet that refusal of a value they never gave, however they gave it."""
     loaded = load(KAFKA_CLUSTERS_SOURCE_PROPERTIES_RECONNECT_BACKOFF_MS="2500")
     config = loaded.source.client_config()
     assert config["reconnect.backoff.max.ms"] == "2500"
-    Producer({**config, "bootstrap.servers": "localhost:1"}).flush(0)  # librdkafka accepts it
+    assert librdkafka_refusal(config) is None
+    in_a_file = tmp_path / "first-wait"
+    in_a_file.write_text("2500\n")
+    loaded = load(KAFKA_CLUSTERS_SOURCE_PROPERTIES_RECONNECT_BACKOFF_MS_FILE=str(in_a_file))
+    config = loaded.source.client_config()
+    assert config["reconnect.backoff.max.ms"] == "2500"
+    assert librdkafka_refusal(config) is None
+    # Written as librdkafka reads it but not as plain digits: librdkafka's own maximum stays.
+    loaded = load(KAFKA_CLUSTERS_SOURCE_PROPERTIES_RECONNECT_BACKOFF_MS="+2500")
+    config = loaded.source.client_config()
+    assert "reconnect.backoff.max.ms" not in config
+    assert librdkafka_refusal(config) is None
 
 
 def test_consumer_and_producer_properties_are_both_accepted_silently(capfd):
