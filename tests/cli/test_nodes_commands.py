@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -45,7 +46,18 @@ def test_kafka_up_with_three_nodes_replicates_and_a_node_restarts_alone(tmp_path
         # A topic made without a replication factor, as the product's and a user's are.
         admin = AdminClient({"bootstrap.servers": bootstrap})
         admin.create_topics([NewTopic("replicated", 3)])["replicated"].result(60)
-        partitions = admin.list_topics("replicated", timeout=30).topics["replicated"].partitions
+        # The broker that answers may not know the new topic's partitions yet (CI once listed
+        # none, a moment after the create): asked again until it does.
+        deadline = time.monotonic() + 30
+        while (
+            not (
+                partitions := admin.list_topics("replicated", timeout=30)
+                .topics["replicated"]
+                .partitions
+            )
+            and time.monotonic() < deadline
+        ):
+            time.sleep(0.2)
         assert sorted(len(p.replicas) for p in partitions.values()) == [3, 3, 3], partitions
         config = admin.describe_configs([ConfigResource("topic", "replicated")])
         (entries,) = [future.result(30) for future in config.values()]
