@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from tests.chaos.test_chaos_run import run_clean
 from tests.cli.test_demo import AUDIT_LINE, VERDICT_LINE, _survivors
 from tests.commands import run_exactly
+from tests.kafka_helpers import await_partitions
 
 pytestmark = [pytest.mark.nodes, pytest.mark.kafka]
 
@@ -47,17 +47,9 @@ def test_kafka_up_with_three_nodes_replicates_and_a_node_restarts_alone(tmp_path
         admin = AdminClient({"bootstrap.servers": bootstrap})
         admin.create_topics([NewTopic("replicated", 3)])["replicated"].result(60)
         # The broker that answers may not know the new topic's partitions yet (CI once listed
-        # none, a moment after the create): asked again until it does.
-        deadline = time.monotonic() + 30
-        while (
-            not (
-                partitions := admin.list_topics("replicated", timeout=30)
-                .topics["replicated"]
-                .partitions
-            )
-            and time.monotonic() < deadline
-        ):
-            time.sleep(0.2)
+        # none, a moment after the create).
+        await_partitions(admin, "replicated", 3)
+        partitions = admin.list_topics("replicated", timeout=30).topics["replicated"].partitions
         assert sorted(len(p.replicas) for p in partitions.values()) == [3, 3, 3], partitions
         config = admin.describe_configs([ConfigResource("topic", "replicated")])
         (entries,) = [future.result(30) for future in config.values()]
