@@ -7,6 +7,7 @@ and what every client of a cluster is configured from.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
@@ -42,8 +43,10 @@ class ClusterSettings(BaseModel):
     # runtime/credential_files.py: a renewed secret is loaded by a restart).
     property_files: dict[str, str] = Field(default_factory=dict)
 
-    def client_config(self) -> dict[str, str]:
-        """bootstrap.servers and the passthrough properties, ready for confluent_kafka."""
+    def client_config(self, overrides: Mapping[str, str] | None = None) -> dict[str, str]:
+        """bootstrap.servers and the passthrough properties, ready for confluent_kafka;
+        ``overrides`` replace properties before what we derive from them is worked out (a
+        `_FILE` value read again by runtime/credential_files.py)."""
         config = {
             "bootstrap.servers": ",".join(self.bootstrap_servers),
             # Never create a topic by asking for it. Brokers create one on any metadata request
@@ -58,6 +61,7 @@ class ClusterSettings(BaseModel):
         config.update(
             {name: value.get_secret_value() for name, value in self.secret_properties.items()}
         )
+        config.update(overrides or {})
         reconnect_max = _reconnect_backoff_max_ms(config.get("reconnect.backoff.ms"))
         if reconnect_max is not None:
             config.setdefault("reconnect.backoff.max.ms", str(reconnect_max))

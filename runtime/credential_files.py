@@ -176,18 +176,20 @@ class CredentialFiles:
         """Why librdkafka would not make a client of ``cluster`` with the files as they are now
         (a `_FILE` value read again), or None."""
         cluster_settings = getattr(self._settings, cluster)
-        config: dict[str, object] = dict(cluster_settings.client_config())
         secrets = [
             secret.get_secret_value() for secret in cluster_settings.secret_properties.values()
         ]
+        read_again: dict[str, str] = {}
         for file in self.files:
             if file.cluster == cluster and file.secret:
                 value, unreadable = _read_secret(file.path)
                 if unreadable:
                     return f"{file}: {unreadable}"
-                config[file.property] = value
+                read_again[file.property] = value
                 secrets.append(value)
-        reason = librdkafka_refusal(config)
+        # Through client_config, as the restarted role will: what we derive from a property
+        # (our reconnect.backoff.max.ms from reconnect.backoff.ms) follows its new value.
+        reason = librdkafka_refusal(cluster_settings.client_config(read_again))
         return None if reason is None else masked(reason, secrets)
 
 

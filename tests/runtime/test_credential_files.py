@@ -159,6 +159,26 @@ def test_a_refusal_never_shows_a_secret(credentials, mounted, monkeypatch, caplo
     assert "the-rotated-password" not in caplog.text
 
 
+def test_a_longer_first_reconnect_wait_in_a_renewed_file_is_judged_with_our_maximum_raised(
+    mounted, caplog
+):
+    """Our reconnect.backoff.max.ms follows the user's reconnect.backoff.ms (runtime
+    cluster_settings): a file renewed to a first wait above our 1000 is accepted, as the
+    restarted role will make its clients, not refused beside the maximum worked out at start."""
+    caplog.set_level(logging.INFO, logger="runtime.credential_files")
+    first_wait = mounted / "reconnect-backoff-ms"
+    first_wait.write_text("200\n")
+    env = {
+        **environment(mounted),
+        "KAFKA_CLUSTERS_SOURCE_PROPERTIES_RECONNECT_BACKOFF_MS_FILE": str(first_wait),
+    }
+    files = CredentialFiles(load_settings(env), (SOURCE,))
+    replace_file(first_wait, b"5000\n")
+    assert files.renewed() == []
+    assert paths(files.renewed()) == ["reconnect-backoff-ms"]
+    assert "librdkafka refuses" not in caplog.text
+
+
 def test_a_secret_file_rewritten_with_its_value_unchanged_is_no_renewal(mounted):
     """The value as the settings read it counts (a trailing newline is not part of it)."""
     files = CredentialFiles(load_settings(environment(mounted)), (SOURCE,))
