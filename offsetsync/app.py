@@ -24,7 +24,7 @@ log = get_logger("offsetsync")
 
 _START_DEADLINE_S = 60.0
 _TIMEOUT_S = 30.0
-_ATTEMPT_S = 10.0  # one start-up request; refused credentials are learnt between attempts
+_ATTEMPT_S = 10.0  # one start-up request; a refusal of the credentials is looked for each second
 
 
 def main() -> None:
@@ -85,6 +85,7 @@ def assemble(
             admin_result(
                 clients.source_admin.describe_cluster(request_timeout=_ATTEMPT_S),
                 _ATTEMPT_S + 2,
+                clients.source_admin,  # a refused password named in a second, not after 12
             ).cluster_id
         ),
         deadline_s=_START_DEADLINE_S,

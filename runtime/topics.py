@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 from confluent_kafka import KafkaError, KafkaException, TopicCollection
@@ -28,6 +28,11 @@ T = TypeVar("T")
 
 _TIMEOUT_S = 30.0
 _ATTEMPT_S = 10.0  # one start-up metadata request; STARTUP_PATIENCE_S bounds them all
+# The first start-up metadata request's wait, doubled at each retry up to _ATTEMPT_S: a refusal
+# of the credentials is learnt only between attempts (librdkafka fails the request as a
+# transport failure, or not at all), and a wrong password or certificate took every role 10 s
+# to name; a cluster slow to answer is still given the longer waits after the first few.
+_FIRST_ATTEMPT_S = 1.0
 _CREDENTIALS_CHECK_S = 1.0  # how often a watched admin call looks for a refusal (admin_result)
 # A role starting while a broker restarts (a crash, a rolling upgrade) waits it out: transport
 # failures and leader elections are retried this long before start-up fails (exactly chaos
@@ -223,13 +228,23 @@ def cluster_metadata(
     """``admin.list_topics`` at start-up, waiting out a broker that restarts or cannot be
     reached for a moment (transient errors retried for ``patience_s``): exactly chaos found
     roles exiting on "Failed to get metadata: Broker transport failure" instead."""
+    waits = attempt_waits(_FIRST_ATTEMPT_S, _ATTEMPT_S)
     return call_retrying(
         # Short attempts, retried: a refusal of the credentials is learnt only between them.
-        lambda: admin.list_topics(topic, timeout=_ATTEMPT_S),
+        lambda: admin.list_topics(topic, timeout=next(waits)),
         deadline_s=patience_s,
         backoff_s=1.0,
         on_retry=waiting_on(admin),
     )
+
+
+def attempt_waits(first_s: float, longest_s: float) -> Iterator[float]:
+    """How long each attempt of a start-up request waits: ``first_s``, doubled each time, at
+    most ``longest_s``."""
+    wait = first_s
+    while True:
+        yield wait
+        wait = min(2 * wait, longest_s)
 
 
 def log_waiting(error: KafkaError) -> None:
