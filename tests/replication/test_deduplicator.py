@@ -639,6 +639,57 @@ def test_stage_1_on_the_consumer_group_protocol_of_a_source_without_it_says_so(
     assert replicator.terminate(30) == 0
 
 
+@pytest.mark.slow
+def test_a_stage_2_instance_given_no_partition_says_so_and_takes_over_when_the_other_dies(
+    source_cluster, target_cluster, unique_topic, roles, tmp_path
+):
+    """Two stage 2 instances and one staging partition: the one given nothing warns once, after
+    UNASSIGNED_WARN_S, naming the group and that other members may hold every partition
+    (runtime/assignment_watch.py); the holder SIGKILLed, it takes the partition, says it came
+    after a long wait, and the copy is exactly once. In make test-slow: over a minute of
+    waiting is the point."""
+    topic = unique_topic("idle")
+    env = _traffic_flow(
+        source_cluster,
+        target_cluster,
+        tmp_path,
+        unique_topic,
+        {topic: 2},
+        REPLICATION_STAGING_PARTITIONS="1",
+        # The group notices the SIGKILLed static member after this long (the broker's minimum).
+        KAFKA_CLUSTERS_DESTINATION_PROPERTIES_SESSION_TIMEOUT_MS="6000",
+    )
+    group = FlowNames(env["REPLICATION_FLOW"]).deduplicator_group
+    assigned = r'staging partitions assigned" partitions=\d'  # a partition's number
+    with ContinuousProducer(source_cluster.bootstrap_servers, {topic: 2}) as producer:
+        roles.start("replicator", env)
+        holder = roles.start(
+            "deduplicator",
+            {**env, "REPLICATION_INSTANCE_ID": "holder", "STATE_DIR": str(tmp_path / "h")},
+            name="holder",
+        )
+        holder.wait_for_log(assigned, timeout_s=60)
+        idle = roles.start(
+            "deduplicator",
+            {**env, "REPLICATION_INSTANCE_ID": "idle", "STATE_DIR": str(tmp_path / "i")},
+            name="idle",
+        )
+        said = idle.wait_for_log(".*subscribed but given no partition.*", UNASSIGNED_WARN_S + 60)
+        line = said.group(0)
+        assert "level=warning" in line, line
+        assert f"group={group}" in line, line
+        assert "other members of the group may hold every partition" in line, line
+        assert "subscribed but given no partition" not in holder.log_text()
+        holder.kill()
+        idle.wait_for_log(assigned, timeout_s=60)
+        idle.wait_for_log("partitions assigned after a long wait", timeout_s=5)
+        time.sleep(2)
+        producer.stop()
+    source = read_source(source_cluster.bootstrap_servers, (topic,))
+    assert_exactly_once(source_cluster, source, _await_destination(target_cluster, source))
+    assert idle.terminate(30) == 0
+
+
 def test_with_on_bad_envelope_stop_a_garbage_record_stops_stage_2_every_time(
     source_cluster, target_cluster, unique_topic, roles, tmp_path
 ):
