@@ -229,12 +229,26 @@ def cluster_metadata(
     reached for a moment (transient errors retried for ``patience_s``): exactly chaos found
     roles exiting on "Failed to get metadata: Broker transport failure" instead."""
     waits = attempt_waits(_FIRST_ATTEMPT_S, _ATTEMPT_S)
+    waiting = waiting_on(admin)
+    started = time.monotonic()
+
+    def on_retry(error: KafkaError) -> None:
+        # A cluster slow to answer a first attempt (a remote one's TLS and SASL, a large one's
+        # whole metadata: librdkafka says "timed out", or "transport failure" while no
+        # connection is up yet) is no news within the 10 s one attempt always had, and a
+        # warning at every such start would be a false one: only a refusal is looked for.
+        if time.monotonic() - started < _ATTEMPT_S:
+            if isinstance(admin, RoleAdminClient):
+                admin.check_credentials()
+            return
+        waiting(error)
+
     return call_retrying(
         # Short attempts, retried: a refusal of the credentials is learnt only between them.
         lambda: admin.list_topics(topic, timeout=next(waits)),
         deadline_s=patience_s,
         backoff_s=1.0,
-        on_retry=waiting_on(admin),
+        on_retry=on_retry,
     )
 
 

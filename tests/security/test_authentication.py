@@ -36,7 +36,10 @@ def _fatal_line(tmp_path, role: str, env: dict[str, str]) -> tuple[str, str]:
     return line, log
 
 
-_NAMED_WITHIN_S = 5.0  # 10.0-10.1 s each before the first attempt was shortened
+# 10.0-10.1 s each before the first attempt was shortened. Looks come about 1, 4 and 9 s into
+# start-up: a refusal librdkafka reports after the first look, on a loaded machine, is named at
+# the second.
+_NAMED_WITHIN_S = 8.0
 
 
 def _stamp(line: str) -> float:
