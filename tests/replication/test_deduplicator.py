@@ -660,9 +660,11 @@ def test_a_stage_2_instance_given_no_partition_says_so_and_takes_over_when_the_o
         KAFKA_CLUSTERS_DESTINATION_PROPERTIES_SESSION_TIMEOUT_MS="6000",
     )
     group = FlowNames(env["REPLICATION_FLOW"]).deduplicator_group
-    assigned = r'staging partitions assigned" partitions=\d'  # a partition's number
+    assigned = r'staging partitions assigned" partitions=\d'
     with ContinuousProducer(source_cluster.bootstrap_servers, {topic: 2}) as producer:
         roles.start("replicator", env)
+        # Named so that the holder's instance id sorts first: stage 2's eager range assignor
+        # orders static members by it, and would hand the partition to a newcomer sorting first.
         holder = roles.start(
             "deduplicator",
             {**env, "REPLICATION_INSTANCE_ID": "holder", "STATE_DIR": str(tmp_path / "h")},
