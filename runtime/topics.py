@@ -228,31 +228,21 @@ def cluster_metadata(
     """``admin.list_topics`` at start-up, waiting out a broker that restarts or cannot be
     reached for a moment (transient errors retried for ``patience_s``): exactly chaos found
     roles exiting on "Failed to get metadata: Broker transport failure" instead."""
-    waits = attempt_waits(_FIRST_ATTEMPT_S, _ATTEMPT_S)
-    waiting = waiting_on(admin)
-    started = time.monotonic()
-
-    def on_retry(error: KafkaError) -> None:
-        # A cluster slow to answer a first attempt (a remote one's TLS and SASL, a large one's
-        # whole metadata: librdkafka says "timed out", or "transport failure" while no
-        # connection is up yet) is no news within the 10 s one attempt always had, and a
-        # warning at every such start would be a false one: only a refusal is looked for.
-        if time.monotonic() - started < _ATTEMPT_S:
-            if isinstance(admin, RoleAdminClient):
-                admin.check_credentials()
-            return
-        waiting(error)
-
+    waits = _attempt_waits(_FIRST_ATTEMPT_S, _ATTEMPT_S)
     return call_retrying(
         # Short attempts, retried: a refusal of the credentials is learnt only between them.
         lambda: admin.list_topics(topic, timeout=next(waits)),
         deadline_s=patience_s,
         backoff_s=1.0,
-        on_retry=on_retry,
+        # A cluster slow to answer a first attempt (a remote one's TLS and SASL, a large one's
+        # whole metadata: librdkafka says "timed out", or "transport failure" while no
+        # connection is up yet) is no news within the 10 s one attempt always had, and a
+        # warning at every such start would be a false one.
+        on_retry=waiting_on(admin, quiet_s=_ATTEMPT_S),
     )
 
 
-def attempt_waits(first_s: float, longest_s: float) -> Iterator[float]:
+def _attempt_waits(first_s: float, longest_s: float) -> Iterator[float]:
     """How long each attempt of a start-up request waits: ``first_s``, doubled each time, at
     most ``longest_s``."""
     wait = first_s
@@ -265,18 +255,21 @@ def log_waiting(error: KafkaError) -> None:
     log.warning("cluster not ready; retrying", error=error.str())
 
 
-def waiting_on(admin: AdminClient) -> Callable[[KafkaError], None]:
+def waiting_on(admin: AdminClient, *, quiet_s: float = 0.0) -> Callable[[KafkaError], None]:
     """``log_waiting``, after stopping with an ``AuthenticationError`` if the cluster refused
     ``admin``'s credentials: that fails the call as a transient "transport failure" and would
-    be retried for minutes (librdkafka says why only to error_cb)."""
+    be retried for minutes (librdkafka says why only to error_cb). Within ``quiet_s`` of its
+    making, only the refusal is looked for."""
 
     if isinstance(admin, RoleAdminClient):
         admin.forget_refusals()  # a refusal from long ago, since mended, is not this loop's
+    quiet_until = time.monotonic() + quiet_s
 
     def waiting(error: KafkaError) -> None:
         if isinstance(admin, RoleAdminClient):
             admin.check_credentials()
-        log_waiting(error)
+        if time.monotonic() >= quiet_until:
+            log_waiting(error)
 
     return waiting
 

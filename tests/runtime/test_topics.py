@@ -3,17 +3,19 @@ broker that is down when a role starts."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
 
 import pytest
+from confluent_kafka import KafkaError
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from replicator import flowrecords
 from replicator.flowrecords import FlowRecords
 from runtime import load_settings
-from runtime.topics import cluster_metadata, ensure_topic
+from runtime.topics import cluster_metadata, ensure_topic, waiting_on
 
 
 def test_start_up_calls_wait_for_the_broker_to_come_back_not_a_failed_start_up(
@@ -109,3 +111,15 @@ def test_stage_1_reads_its_flow_records_through_a_broker_that_stops_answering(
         broker.resume()
     assert time.monotonic() - started >= 3.5  # it did meet the frozen broker
     assert restarted.lanes == {"partitions": 3, "function": "murmur2"}
+
+
+def test_a_retry_within_the_quiet_time_logs_no_warning_and_one_after_it_does(caplog):
+    """cluster_metadata's short first attempts: a cluster slow to answer one is no news within
+    the 10 s one attempt always had (runtime/topics.py)."""
+    caplog.set_level(logging.INFO, logger="runtime.topics")
+    admin = AdminClient({"bootstrap.servers": "127.0.0.1:1"})  # never asked: no call is made
+    timed_out = KafkaError(KafkaError._TIMED_OUT)
+    waiting_on(admin, quiet_s=60)(timed_out)
+    assert "cluster not ready" not in caplog.text
+    waiting_on(admin)(timed_out)
+    assert "cluster not ready; retrying" in caplog.text
