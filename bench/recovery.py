@@ -22,6 +22,10 @@ class Sample:
     at: float  # time.monotonic()
     produced: int  # source records appended (high watermarks)
     visible: int  # destination offsets readable under read_committed (last stable offsets)
+    # Each source partition's high watermark and each destination partition's last stable
+    # offset, in partition order: what one partition's reader waits for, and sees.
+    produced_by_partition: tuple[int, ...] = ()
+    visible_by_partition: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -39,10 +43,45 @@ class Recovery:
 
 def longest_stall(samples: Sequence[Sample], since: float, until: float) -> float:
     """The longest stretch in [since, until] in which nothing new became visible."""
+    return _longest_flat([(s.at, s.visible) for s in samples], since, until)
+
+
+def longest_partition_stall(samples: Sequence[Sample], since: float, until: float) -> float:
+    """The longest wait in [since, until] of one destination partition, over its partitions:
+    from the first sample whose source partition holds a record produced after the
+    destination partition last showed something new, to the next time it does (or ``until``).
+    A stretch in which the source partition itself took nothing (its own leader moving under
+    the bench's producer) is no wait of the copy's. A writer with a transaction per task
+    (MirrorMaker 2) may keep some partition moving through a stall that holds others: the whole
+    destination's stall does not show that one partition waited."""
     inside = [s for s in samples if since <= s.at <= until]
+    counts = {(len(s.produced_by_partition), len(s.visible_by_partition)) for s in inside}
+    if len(counts) != 1 or len({*counts.pop(), 0}) != 2:
+        raise ValueError("samples not taken by partition, or of different partition counts")
+    longest = 0.0
+    for p in range(len(inside[0].visible_by_partition)):
+        shown = inside[0]  # the sample at which the destination partition last moved
+        waiting_since: float | None = None
+        for sample in inside[1:]:
+            if sample.visible_by_partition[p] != shown.visible_by_partition[p]:
+                if waiting_since is not None:
+                    longest = max(longest, sample.at - waiting_since)
+                shown, waiting_since = sample, None
+            elif (
+                waiting_since is None
+                and sample.produced_by_partition[p] > shown.produced_by_partition[p]
+            ):
+                waiting_since = sample.at
+        if waiting_since is not None:
+            longest = max(longest, inside[-1].at - waiting_since)
+    return longest
+
+
+def _longest_flat(points: Sequence[tuple[float, int]], since: float, until: float) -> float:
+    inside = [(at, value) for at, value in points if since <= at <= until]
     stalled = longest = 0.0
-    for previous, sample in itertools.pairwise(inside):
-        stalled = stalled + (sample.at - previous.at) if sample.visible == previous.visible else 0
+    for (was_at, was), (at, value) in itertools.pairwise(inside):
+        stalled = stalled + (at - was_at) if value == was else 0
         longest = max(longest, stalled)
     return longest
 
@@ -162,6 +201,10 @@ class FreshRecords:
         self._reader.close()
 
 
+def _in_order(ends: dict[tuple[str, int], int]) -> tuple[int, ...]:
+    return tuple(ends[key] for key in sorted(ends))
+
+
 class Sampler:
     """Samples produced and visible totals every tick, in the caller's loop."""
 
@@ -178,7 +221,9 @@ class Sampler:
             time.sleep(TICK_S)
 
     def sample(self) -> Sample:
-        sample = Sample(time.monotonic(), self._produced.total(), self._visible.total())
+        produced = _in_order(self._produced.fetch())
+        visible = _in_order(self._visible.fetch())
+        sample = Sample(time.monotonic(), sum(produced), sum(visible), produced, visible)
         self.samples.append(sample)
         return sample
 

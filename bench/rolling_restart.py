@@ -10,7 +10,9 @@ Each candidate copies a source topic of its own (12 partitions, 100 B values) fe
 records/s (default 2,500 each: 5,000 records/s into the source in all); both run throughout the
 one roll, so each node's restart is the same event for both. For each node: how long each
 candidate's destination stood still (no record became visible to a read_committed reader)
-between the node's stop and 5 s after it served again. Then every record is checked on both
+between the node's stop and 5 s after it served again, the whole destination and its longest
+partition (one transaction a commit holds every partition together; MirrorMaker 2's tasks each
+commit their own). Then every record is checked on both
 destinations, and whether either candidate exited is said. A noisy 2-core machine carrying six
 JVMs: compare the two columns, never the numbers alone.
 """
@@ -18,6 +20,9 @@ JVMs: compare the two columns, never the numbers alone.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import itertools
+import json
 import shutil
 import signal
 import threading
@@ -33,7 +38,7 @@ from bench.mirrormaker import ensure_mirrormaker
 from bench.pacing import PacedProducer, probe_until_visible
 from bench.pipeline_paced import START_TIMEOUT_S
 from bench.pipeline_vs_mirrormaker import Bench
-from bench.recovery import Sampler, longest_stall
+from bench.recovery import Sample, Sampler, longest_partition_stall, longest_stall
 from bench.replicator_throughput import PARTITIONS, create_topic
 from localkafka import LocalCluster
 
@@ -58,7 +63,9 @@ def main() -> None:
         help="which of them copy through the roll (the pipeline alone: 'pipeline')",
     )
     parser.add_argument(
-        "--logs", type=Path, help="keep the candidates' logs here (stage 2's 'slow call' lines)"
+        "--logs",
+        type=Path,
+        help="keep the candidates' logs (stage 2's 'slow call' lines) and the samples here",
     )
     args = parser.parse_args()
     if not set(args.sides.split(",")) <= {"source", "target"}:
@@ -94,6 +101,8 @@ def main() -> None:
                 windows = roll([by_name[side] for side in args.sides.split(",")], args.how)
                 time.sleep(SETTLE_S)
             report(watched, windows, args.how)
+            if args.logs is not None:
+                _keep_samples(watched, windows, args.logs)
             for w in watched.values():
                 w.producer.stop()  # the candidates copy what is left; then every record checked
             for candidate, w in watched.items():
@@ -167,18 +176,57 @@ def roll(clusters: list[LocalCluster], how: str) -> list[tuple[str, float, float
 
 
 def report(watched: dict[str, Watched], windows: list[tuple[str, float, float]], how: str) -> None:
-    print(f"\nrolling restart ({how}): the longest stall of each destination, per node (s)")
-    print(f"  {'node':<16}" + "".join(f"{candidate:>20}" for candidate in watched))
-    stalls: dict[str, list[float]] = {candidate: [] for candidate in watched}
+    print(
+        f"\nrolling restart ({how}): the longest stall of each destination per node, in s: the "
+        "whole destination (nothing new on any partition) / any one partition"
+    )
+    print(f"  {'node':<16}" + "".join(f"{candidate:>22}" for candidate in watched))
+    stalls: dict[str, list[tuple[float, float]]] = {candidate: [] for candidate in watched}
     for name, began, back in windows:
         row = f"  {name:<16}"
         for candidate, w in watched.items():
-            stall = longest_stall(w.sampler.samples, began, back + SETTLE_S)
+            until = back + SETTLE_S
+            stall = (
+                longest_stall(w.sampler.samples, began, until),
+                longest_partition_stall(w.sampler.samples, began, until),
+            )
             stalls[candidate].append(stall)
-            row += f"{stall:>20.1f}"
+            row += f"{stall[0]:>15.1f} / {stall[1]:>4.1f}"
         print(row)
     for label, pick in (("median", _median), ("max", max)):
-        print(f"  {label:<16}" + "".join(f"{pick(s):>20.1f}" for s in stalls.values()))
+        print(
+            f"  {label:<16}"
+            + "".join(
+                f"{pick([w for w, _ in s]):>15.1f} / {pick([p for _, p in s]):>4.1f}"
+                for s in stalls.values()
+            )
+        )
+    # A stall shorter than the gap between two samples can hide in it: a sample waits up to
+    # 10 s on a node going down.
+    roll_began = windows[0][1] if windows else 0.0
+    gaps = [
+        f"{candidate} {_longest_gap(w.sampler.samples, roll_began):.1f} s"
+        for candidate, w in watched.items()
+    ]
+    print(f"  the longest gap between two samples through the roll: {', '.join(gaps)}")
+
+
+def _longest_gap(samples: Sequence[Sample], since: float) -> float:
+    return max((b.at - a.at for a, b in itertools.pairwise(samples) if b.at >= since), default=0.0)
+
+
+def _keep_samples(
+    watched: dict[str, Watched], windows: list[tuple[str, float, float]], logs: Path
+) -> None:
+    """Every sample and the roll's windows, for a stall read again partition by partition."""
+    logs.mkdir(parents=True, exist_ok=True)
+    kept = {
+        "windows": windows,
+        "samples": {
+            c: [dataclasses.asdict(s) for s in w.sampler.samples] for c, w in watched.items()
+        },
+    }
+    (logs / "samples.json").write_text(json.dumps(kept))
 
 
 def _keep_logs(base: Path, logs: Path) -> None:
