@@ -49,14 +49,19 @@ def longest_stall(samples: Sequence[Sample], since: float, until: float) -> floa
 def longest_partition_stall(samples: Sequence[Sample], since: float, until: float) -> float:
     """The longest wait in [since, until] of one destination partition, over its partitions:
     from the first sample whose source partition holds a record produced after the
-    destination partition last showed something new, to the next time it does (or ``until``).
-    A stretch in which the source partition itself took nothing (its own leader moving under
-    the bench's producer) is no wait of the copy's. A writer with a transaction per task
-    (MirrorMaker 2) may keep some partition moving through a stall that holds others: the whole
-    destination's stall does not show that one partition waited."""
+    destination partition last showed something new, to the next sample in which it does (or
+    the window's last sample). A stretch in which the source partition itself took nothing (its
+    own leader moving under the bench's producer) is no wait of the copy's; so a partition's
+    wait starts up to a sample later than ``longest_stall``'s stretch, which may be the longer
+    by that much. A writer with a transaction per task (MirrorMaker 2) may keep some partition
+    moving through a stall that holds others: the whole destination's stall does not show that
+    one partition waited."""
     inside = [s for s in samples if since <= s.at <= until]
+    if len(inside) < 2:
+        return 0.0  # as longest_stall: no stretch seen
     counts = {(len(s.produced_by_partition), len(s.visible_by_partition)) for s in inside}
-    if len(counts) != 1 or len({*counts.pop(), 0}) != 2:
+    produced, visible = counts.pop() if len(counts) == 1 else (0, 0)
+    if not produced == visible > 0:
         raise ValueError("samples not taken by partition, or of different partition counts")
     longest = 0.0
     for p in range(len(inside[0].visible_by_partition)):

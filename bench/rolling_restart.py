@@ -100,9 +100,9 @@ def main() -> None:
                 by_name = {cluster.name: cluster for cluster in clusters}
                 windows = roll([by_name[side] for side in args.sides.split(",")], args.how)
                 time.sleep(SETTLE_S)
-            report(watched, windows, args.how)
-            if args.logs is not None:
+            if args.logs is not None:  # first: kept even if the report fails
                 _keep_samples(watched, windows, args.logs)
+            report(watched, windows, args.how)
             for w in watched.values():
                 w.producer.stop()  # the candidates copy what is left; then every record checked
             for candidate, w in watched.items():
