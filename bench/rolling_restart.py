@@ -11,9 +11,9 @@ records/s (default 2,500 each: 5,000 records/s into the source in all); both run
 one roll, so each node's restart is the same event for both. For each node: how long each
 candidate's destination stood still (no record became visible to a read_committed reader)
 between the node's stop and 5 s after it served again, the whole destination and its longest
-partition (one transaction a commit holds every partition together; MirrorMaker 2's tasks each
-commit their own). Then every record is checked on both
-destinations, and whether either candidate exited is said. A noisy 2-core machine carrying six
+partition (stage 2's one transaction holds every partition together; MirrorMaker 2's tasks each
+commit their own). Then every record is checked on both destinations, and whether either
+candidate exited is said. A noisy 2-core machine carrying six
 JVMs: compare the two columns, never the numbers alone.
 """
 
