@@ -20,12 +20,20 @@ from bench.flowmeter import TICK_S, EndOffsets
 @dataclass(frozen=True)
 class Sample:
     at: float  # time.monotonic()
-    produced: int  # source records appended (high watermarks)
-    visible: int  # destination offsets readable under read_committed (last stable offsets)
     # Each source partition's high watermark and each destination partition's last stable
     # offset, in partition order: what one partition's reader waits for, and sees.
-    produced_by_partition: tuple[int, ...] = ()
-    visible_by_partition: tuple[int, ...] = ()
+    produced_by_partition: tuple[int, ...]
+    visible_by_partition: tuple[int, ...]
+
+    @property
+    def produced(self) -> int:
+        """Source records appended (high watermarks)."""
+        return sum(self.produced_by_partition)
+
+    @property
+    def visible(self) -> int:
+        """Destination offsets readable under read_committed (last stable offsets)."""
+        return sum(self.visible_by_partition)
 
 
 @dataclass(frozen=True)
@@ -59,12 +67,12 @@ def longest_partition_stall(samples: Sequence[Sample], since: float, until: floa
     inside = [s for s in samples if since <= s.at <= until]
     if len(inside) < 2:
         return 0.0  # as longest_stall: no stretch seen
-    counts = {(len(s.produced_by_partition), len(s.visible_by_partition)) for s in inside}
-    produced, visible = counts.pop() if len(counts) == 1 else (0, 0)
-    if not produced == visible > 0:
-        raise ValueError("samples not taken by partition, or of different partition counts")
+    partitions = len(inside[0].visible_by_partition)
+    shapes = {(len(s.produced_by_partition), len(s.visible_by_partition)) for s in inside}
+    if shapes != {(partitions, partitions)}:
+        raise ValueError(f"samples of different partition counts: {sorted(shapes)}")
     longest = 0.0
-    for p in range(len(inside[0].visible_by_partition)):
+    for p in range(partitions):
         shown = inside[0]  # the sample at which the destination partition last moved
         waiting_since: float | None = None
         for sample in inside[1:]:
@@ -228,7 +236,7 @@ class Sampler:
     def sample(self) -> Sample:
         produced = _in_order(self._produced.fetch())
         visible = _in_order(self._visible.fetch())
-        sample = Sample(time.monotonic(), sum(produced), sum(visible), produced, visible)
+        sample = Sample(time.monotonic(), produced, visible)
         self.samples.append(sample)
         return sample
 
