@@ -13,8 +13,8 @@ candidate's destination stood still (no record became visible to a read_committe
 between the node's stop and 5 s after it served again, the whole destination and its longest
 partition (stage 2's one transaction holds every partition together; MirrorMaker 2's tasks each
 commit their own). Then every record is checked on both destinations, and whether either
-candidate exited is said. A noisy 2-core machine carrying six
-JVMs: compare the two columns, never the numbers alone.
+candidate exited is said. A noisy 2-core machine carrying six JVMs: compare the two columns,
+never the numbers alone.
 """
 
 from __future__ import annotations
