@@ -137,7 +137,7 @@ def measure(rate: float, env: dict[str, str]) -> tuple[dict[str, list[float]], d
         create_topic(source, TOPIC)
         with _pipeline(base, source, target, env) as (port, alive):
             destination = f"copy.{TOPIC}"
-            probe_until_visible(source, target, TOPIC, destination, START_TIMEOUT_S)
+            probe_until_visible(source, target, TOPIC, destination, PARTITIONS, START_TIMEOUT_S)
             staging = _staging_topic(target)
             begin = time.time() + UNMEASURED_S
             window_ms = (begin * 1000, (begin + MEASURED_S) * 1000)

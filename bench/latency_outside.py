@@ -5,13 +5,16 @@ one-broker clusters, p50/p99/max per round beside MirrorMaker 2 exactly-once in 
 
 The method (issue 35's): a 12-partition source topic; one Python producer in its own process
 (idempotent, linger.ms 1, round-robin over the partitions, 100-byte values each different)
-paced at the rate; probe records until the first one is visible on the destination; then the
-paced records, 20 s unmeasured, 30 s measured; a read_committed consumer of the destination
-(fetch.wait.max.ms 10) takes each record's latency as its arrival wall clock minus its
-CreateTime. Nothing is tuned for either candidate: the pipeline's two stages run as processes
-with every default, MirrorMaker 2 (Kafka's own, dedicated mode) with exactly-once source support
-and 12 tasks, every other setting its default. Rounds rotate which candidate runs first. Every
-process shares the machine's two cores, as a user's would share theirs.
+paced at the rate; probe records until every destination partition shows one (issue 35 waited
+for the first only, but MirrorMaker 2 copies each partition in a task of its own, so one
+partition copying says nothing of the rest); then the paced records, 20 s unmeasured, 30 s
+measured; a read_committed consumer of the destination (fetch.wait.max.ms 10) takes each
+record's latency as its arrival wall clock minus its CreateTime. A round whose latency grew by
+more than BEHIND_GROWTH_MS through the window is reported as behind the rate, and the ratios
+of its round are marked. Nothing is tuned for either candidate: the pipeline's two stages run
+as processes with every default, MirrorMaker 2 (Kafka's own, dedicated mode) with exactly-once
+source support and 12 tasks, every other setting its default. Rounds rotate which candidate
+runs first. Every process shares the machine's two cores, as a user's would share theirs.
 
 bench/pipeline_vs_mirrormaker.py's latency phase differs on purpose: warm clusters after the
 throughput phase, MirrorMaker 2 tuned like our stages, a 3 s warm-up and a 20 s window; it
@@ -31,7 +34,7 @@ from pathlib import Path
 from bench.clusters import bench_clusters
 from bench.common import interrupt, percentile
 from bench.mirrormaker import MirrorMaker2, ensure_mirrormaker
-from bench.pacing import PacedProducer, collect_latencies, probe_until_visible
+from bench.pacing import Arrival, PacedProducer, collect_arrivals, probe_until_visible
 from bench.pipeline_candidates import (
     CandidateFailedError,
     add_pipeline_env,
@@ -47,6 +50,12 @@ UNMEASURED_S = 20.0
 MEASURED_S = 30.0
 COLLECT_TIMEOUT_S = 180.0
 CANDIDATES = ("pipeline", "MM2 exactly-once")
+# A candidate that keeps up with the rate has a latency that does not grow through the window;
+# one that does not has a backlog that grows, and its percentiles measure the backlog, not a
+# copy's latency: a ratio against them would flatter whichever candidate kept up. The growth is
+# the median latency of the records produced in the window's last fifth less its first fifth's,
+# 24 s apart: 1 s of growth is a candidate copying about 4 % slower than the records come.
+BEHIND_GROWTH_MS = 1000.0
 # What MirrorMaker 2 does without being told: Kafka's consumer and producer defaults.
 KAFKA_MAX_POLL_RECORDS = 500
 KAFKA_MAX_PARTITION_FETCH_BYTES = 1024 * 1024
@@ -97,13 +106,15 @@ def _mirrormaker(base: Path, source: str, target: str) -> Iterator[tuple[str, Ca
         yield mm2.destination_topic, lambda: check_mm2(mm2)
 
 
-# A round of one candidate: its rate, round number, name, and p50/p99/max in ms or why it has
-# none (CandidateFailedError's message).
-Row = tuple[float, int, str, tuple[float, float, float] | str]
+# A round of one candidate: its rate, round number, name, and p50/p99/max and the latency's
+# growth through the window in ms, or why it has none (CandidateFailedError's message).
+Figures = tuple[float, float, float, float]
+Row = tuple[float, int, str, Figures | str]
 
 
-def measure(candidate: str, rate: float, env: dict[str, str]) -> list[float]:
-    """One round of one candidate on fresh clusters: the measured records' latencies, in ms."""
+def measure(candidate: str, rate: float, env: dict[str, str]) -> list[Arrival]:
+    """One round of one candidate on fresh clusters: the measured records, with their
+    latencies."""
     with bench_clusters("bench-latency-") as (base, clusters):
         source, target = (c.bootstrap_servers for c in clusters)
         create_topic(source, TOPIC)
@@ -112,7 +123,7 @@ def measure(candidate: str, rate: float, env: dict[str, str]) -> list[float]:
         else:
             start = _mirrormaker(base, source, target)
         with start as (destination, check_alive):
-            probe_until_visible(source, target, TOPIC, destination, START_TIMEOUT_S)
+            probe_until_visible(source, target, TOPIC, destination, PARTITIONS, START_TIMEOUT_S)
             with PacedProducer(source, TOPIC, PARTITIONS, rate, 100) as producer:
                 begin = time.time() + UNMEASURED_S
                 window = (begin, begin + MEASURED_S)
@@ -121,16 +132,39 @@ def measure(candidate: str, rate: float, env: dict[str, str]) -> list[float]:
                     producer.check_alive()
                     check_alive()
 
-                return collect_latencies(
+                return collect_arrivals(
                     target, destination, PARTITIONS, window, alive, COLLECT_TIMEOUT_S
                 )
 
 
-def summary(latencies: list[float]) -> tuple[float, float, float]:
-    """p50, p99 and max in ms."""
-    if not latencies:
+def summary(arrivals: list[Arrival]) -> Figures:
+    """p50, p99 and max in ms, and how much the latency grew through the window."""
+    if not arrivals:
         raise RuntimeError("no record of the measured window was seen")
-    return percentile(latencies, 50), percentile(latencies, 99), max(latencies)
+    latencies = [arrival.latency_ms for arrival in arrivals]
+    return (
+        percentile(latencies, 50),
+        percentile(latencies, 99),
+        max(latencies),
+        latency_growth_ms(arrivals),
+    )
+
+
+def latency_growth_ms(arrivals: list[Arrival]) -> float:
+    """The median latency of the records produced in the last fifth of the span the arrivals
+    cover, less that of the first fifth (0 with too few records to say)."""
+    first_ms = min(arrival.produced_ms for arrival in arrivals)
+    fifth_ms = (max(arrival.produced_ms for arrival in arrivals) - first_ms) / 5
+    early = [a.latency_ms for a in arrivals if a.produced_ms < first_ms + fifth_ms]
+    late = [a.latency_ms for a in arrivals if a.produced_ms >= first_ms + 4 * fifth_ms]
+    if not early or not late:
+        return 0.0
+    return percentile(late, 50) - percentile(early, 50)
+
+
+def behind(figures: Figures | str | None) -> bool:
+    """Whether a round's latency grew through the window as a backlog's does."""
+    return isinstance(figures, tuple) and figures[3] > BEHIND_GROWTH_MS
 
 
 def _arguments() -> argparse.Namespace:
@@ -153,16 +187,19 @@ def main() -> None:
             for candidate in CANDIDATES[n % 2 :] + CANDIDATES[: n % 2]:
                 print(f"== {candidate} at {rate:,.0f} records/s, round {n + 1}", flush=True)
                 try:
-                    figures: tuple[float, float, float] | str = summary(
-                        measure(candidate, rate, env)
-                    )
+                    figures: Figures | str = summary(measure(candidate, rate, env))
                 except CandidateFailedError as exc:
                     # Its own failure is the round's result for it: said, and the bench goes on
                     # (a MirrorMaker 2 task that died once took the whole bench down with it).
                     figures = str(exc).splitlines()[0]
                     print(f"   no result: {exc}", flush=True)
                 else:
-                    print("   p50 {:.0f} ms, p99 {:.0f} ms, max {:.0f} ms".format(*figures))
+                    print(
+                        "   p50 {:.0f} ms, p99 {:.0f} ms, max {:.0f} ms, growth {:+.0f} ms".format(
+                            *figures
+                        )
+                        + (" (fell behind the rate)" if behind(figures) else "")
+                    )
                 rows.append((rate, n + 1, candidate, figures))
     report(rows, env)
     print(f"\nbench took {time.monotonic() - started:.0f} s")
@@ -177,26 +214,38 @@ def report(rows: list[Row], env: dict) -> None:
     )
     print(
         f"{'records/s':>9} {'round':>5}  {'candidate':<17} "
-        f"{'p50 ms':>7} {'p99 ms':>7} {'max ms':>7}"
+        f"{'p50 ms':>7} {'p99 ms':>7} {'max ms':>7} {'growth ms':>9}"
     )
     for rate, n, candidate, figures in rows:
         if isinstance(figures, str):
             print(f"{rate:>9,.0f} {n:>5}  {candidate:<17} no result: {figures}")
             continue
-        p50, p99, peak = figures
-        print(f"{rate:>9,.0f} {n:>5}  {candidate:<17} {p50:>7.0f} {p99:>7.0f} {peak:>7.0f}")
+        p50, p99, peak, growth = figures
+        print(
+            f"{rate:>9,.0f} {n:>5}  {candidate:<17} {p50:>7.0f} {p99:>7.0f} {peak:>7.0f} "
+            f"{growth:>+9.0f}" + ("  behind" if behind(figures) else "")
+        )
+    fell_behind = False
     for rate in sorted({row[0] for row in rows}):
         ratios = []
         for n in sorted({row[1] for row in rows if row[0] == rate}):
             figures_of = {c: f for r, m, c, f in rows if r == rate and m == n}
             ours, theirs = figures_of.get("pipeline"), figures_of.get("MM2 exactly-once")
             if isinstance(ours, tuple) and isinstance(theirs, tuple):
-                ratios.append(f"{ours[1] / theirs[1]:.2f}x")
+                mark = "*" if behind(ours) or behind(theirs) else ""
+                fell_behind = fell_behind or bool(mark)
+                ratios.append(f"{ours[1] / theirs[1]:.2f}x{mark}")
             else:
                 ratios.append("none (a candidate gave no result)")
         print(
             f"at {rate:,.0f} records/s, p99 pipeline / MM2 exactly-once per round: "
             + ", ".join(ratios)
+        )
+    if fell_behind:
+        print(
+            f"* a candidate fell behind the rate in that round (its latency grew more than "
+            f'{BEHIND_GROWTH_MS:.0f} ms through the window, "behind" above): its percentiles '
+            f"measure a growing backlog, and the ratio compares against it"
         )
 
 

@@ -8,6 +8,7 @@ import multiprocessing
 import threading
 import time
 from collections.abc import Callable
+from typing import NamedTuple
 
 from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
 
@@ -118,20 +119,34 @@ class PacedProducer:
 
 
 def probe_until_visible(
-    source: str, target: str, topic: str, destination: str, timeout_s: float
+    source: str, target: str, topic: str, destination: str, partitions: int, timeout_s: float
 ) -> float:
-    """Produce a record every half second until one is visible on the destination (the
-    candidate is up and copying); the seconds it took."""
+    """Produce a record to each partition every half second until every destination partition
+    shows one (the candidate is up and copying all of them); the seconds it took.
+
+    Every partition, not the first only: MirrorMaker 2 copies each partition in a task of its
+    own, and its first task can copy while the others still start, so a record visible on one
+    partition says nothing of the rest, and a measurement begun then times their start."""
     started = time.monotonic()
     producer = Producer({"bootstrap.servers": source, "linger.ms": 0})
-    visible = EndOffsets(target, [(destination, 1)], committed=True)
-    while visible.total() == 0:
+    visible = EndOffsets(target, [(destination, partitions)], committed=True)
+    while min(visible.fetch().values()) == 0:
         if time.monotonic() - started > timeout_s:
-            raise TimeoutError(f"nothing reached {destination} within {timeout_s} s")
-        producer.produce(topic, value=b"probe", key=b"probe", partition=0)
+            raise TimeoutError(
+                f"{destination}: not every partition showed a record within {timeout_s} s"
+            )
+        for partition in range(partitions):
+            producer.produce(topic, value=b"probe", key=b"probe", partition=partition)
         producer.flush(10)
         time.sleep(0.5)
     return time.monotonic() - started
+
+
+class Arrival(NamedTuple):
+    """One measured record: its production (CreateTime, ms) and its latency (ms)."""
+
+    produced_ms: int
+    latency_ms: float
 
 
 def collect_latencies(
@@ -143,7 +158,21 @@ def collect_latencies(
     timeout_s: float,
 ) -> list[float]:
     """Milliseconds from production (the record's timestamp) to visibility on the destination
-    under read_committed, for every record produced within `window` (time.time() seconds).
+    under read_committed, for every record produced within `window` (time.time() seconds)."""
+    arrivals = collect_arrivals(target, destination, partitions, window, check_alive, timeout_s)
+    return [arrival.latency_ms for arrival in arrivals]
+
+
+def collect_arrivals(
+    target: str,
+    destination: str,
+    partitions: int,
+    window: tuple[float, float],
+    check_alive: Callable[[], None],
+    timeout_s: float,
+) -> list[Arrival]:
+    """Every record produced within `window` (time.time() seconds), with its latency to
+    visibility on the destination under read_committed.
 
     Runs until every partition has shown a record produced after the window: partitions are
     ordered, so by then every record of the window has been seen.
@@ -160,7 +189,7 @@ def collect_latencies(
         }
     )
     reader.assign([TopicPartition(destination, p, 0) for p in range(partitions)])
-    latencies: list[float] = []
+    arrivals: list[Arrival] = []
     past_window: set[int] = set()
     deadline = time.time() + timeout_s
     try:
@@ -177,10 +206,10 @@ def collect_latencies(
                 if stamp >= end_ms:
                     past_window.add(message.partition())
                 elif stamp >= begin_ms and message.key() != b"probe":
-                    latencies.append(seen_ms - stamp)
+                    arrivals.append(Arrival(stamp, seen_ms - stamp))
     finally:
         reader.close()
-    return latencies
+    return arrivals
 
 
 class LiveLatencies:

@@ -32,7 +32,9 @@ class PacedBench(ThroughputBench):
         create_topic(self.source, topic)
         print(f"\n== latency of the {candidate} at {rate:,.0f} records/s", flush=True)
         with self._candidate(candidate, topic, tag) as (destination, check_alive):
-            probe_until_visible(self.source, self.target, topic, destination, START_TIMEOUT_S)
+            probe_until_visible(
+                self.source, self.target, topic, destination, PARTITIONS, START_TIMEOUT_S
+            )
             with PacedProducer(self.source, topic, PARTITIONS, rate, 100):
                 time.sleep(LATENCY_WARMUP_S)
                 window = (time.time(), time.time() + LATENCY_WINDOW_S)
@@ -53,7 +55,9 @@ class PacedBench(ThroughputBench):
             def check_alive() -> None:
                 check_roles(replicator, deduplicator)
 
-            probe_until_visible(self.source, self.target, topic, destination, START_TIMEOUT_S)
+            probe_until_visible(
+                self.source, self.target, topic, destination, PARTITIONS, START_TIMEOUT_S
+            )
             sampler = Sampler(self.source, topic, self.target, destination, PARTITIONS)
             fresh = stack.enter_context(closing(FreshRecords(self.target, destination, PARTITIONS)))
             with PacedProducer(self.source, topic, PARTITIONS, rate, 100):
@@ -82,7 +86,9 @@ class PacedBench(ThroughputBench):
         with ExitStack() as stack:
             mm2 = stack.enter_context(self._mirrormaker("mm2eosrec", topic, exactly_once=True))
             destination = mm2.destination_topic
-            probe_until_visible(self.source, self.target, topic, destination, START_TIMEOUT_S)
+            probe_until_visible(
+                self.source, self.target, topic, destination, PARTITIONS, START_TIMEOUT_S
+            )
             sampler = Sampler(self.source, topic, self.target, destination, PARTITIONS)
             fresh = stack.enter_context(closing(FreshRecords(self.target, destination, PARTITIONS)))
             producer = stack.enter_context(PacedProducer(self.source, topic, PARTITIONS, rate, 100))

@@ -88,7 +88,9 @@ def main() -> None:
                 destination, check_alive = stack.enter_context(
                     bench._candidate(candidate, topic, f"roll{n}")
                 )
-                probe_until_visible(bench.source, bench.target, topic, destination, START_TIMEOUT_S)
+                probe_until_visible(
+                    bench.source, bench.target, topic, destination, PARTITIONS, START_TIMEOUT_S
+                )
                 producer = stack.enter_context(
                     PacedProducer(bench.source, topic, PARTITIONS, args.rate, SIZE)
                 )
