@@ -149,20 +149,6 @@ class Arrival(NamedTuple):
     latency_ms: float
 
 
-def collect_latencies(
-    target: str,
-    destination: str,
-    partitions: int,
-    window: tuple[float, float],
-    check_alive: Callable[[], None],
-    timeout_s: float,
-) -> list[float]:
-    """Milliseconds from production (the record's timestamp) to visibility on the destination
-    under read_committed, for every record produced within `window` (time.time() seconds)."""
-    arrivals = collect_arrivals(target, destination, partitions, window, check_alive, timeout_s)
-    return [arrival.latency_ms for arrival in arrivals]
-
-
 def collect_arrivals(
     target: str,
     destination: str,

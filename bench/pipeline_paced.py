@@ -8,7 +8,7 @@ import time
 from contextlib import ExitStack, closing
 
 from bench.flowmeter import exactly_once
-from bench.pacing import PacedProducer, collect_latencies, probe_until_visible
+from bench.pacing import PacedProducer, collect_arrivals, probe_until_visible
 from bench.pipeline_candidates import check_mm2, check_roles
 from bench.pipeline_throughput import ThroughputBench
 from bench.recovery import FreshRecords, Recovery, Sampler, analyse_recovery
@@ -38,10 +38,10 @@ class PacedBench(ThroughputBench):
             with PacedProducer(self.source, topic, PARTITIONS, rate, 100):
                 time.sleep(LATENCY_WARMUP_S)
                 window = (time.time(), time.time() + LATENCY_WINDOW_S)
-                latencies = collect_latencies(
+                arrivals = collect_arrivals(
                     self.target, destination, PARTITIONS, window, check_alive, 120
                 )
-        return candidate, rate, latencies
+        return candidate, rate, [arrival.latency_ms for arrival in arrivals]
 
     def recovery_pipeline(self, rate: float) -> list[Recovery]:
         topic = "recovery-pipeline"
