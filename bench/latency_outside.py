@@ -4,17 +4,18 @@ one-broker clusters, p50/p99/max per round beside MirrorMaker 2 exactly-once in 
     python -m bench.latency_outside [--rates 1000,20000] [--rounds 3] [--pipeline-env N=V ...]
 
 The method (issue 35's): a 12-partition source topic; one Python producer in its own process
-(idempotent, linger.ms 1, round-robin over the partitions, 100-byte values each different)
-paced at the rate; probe records until every destination partition shows one (issue 35 waited
-for the first only, but MirrorMaker 2 copies each partition in a task of its own, so one
-partition copying says nothing of the rest); then the paced records, 20 s unmeasured, 30 s
-measured; a read_committed consumer of the destination (fetch.wait.max.ms 10) takes each
-record's latency as its arrival wall clock minus its CreateTime. A round whose latency grew by
-more than BEHIND_GROWTH_MS through the window is reported as behind the rate, and the ratios
-of its round are marked. Nothing is tuned for either candidate: the pipeline's two stages run
-as processes with every default, MirrorMaker 2 (Kafka's own, dedicated mode) with exactly-once
-source support and 12 tasks, every other setting its default. Rounds rotate which candidate
-runs first. Every process shares the machine's two cores, as a user's would share theirs.
+(idempotent, linger.ms 1, round-robin over the partitions, 100-byte values each different) paced
+at the rate; probe records until every destination partition shows one (issue 35 waited for the
+first only, but MirrorMaker 2 copies each partition in a task of its own, so one partition
+copying says nothing of the rest); then the paced records, 20 s unmeasured, 30 s measured; a
+read_committed consumer of the destination (fetch.wait.max.ms 10) takes each record's latency as
+its arrival wall clock minus its CreateTime. A round whose latency grew by more than
+UNSTEADY_GROWTH_MS through the window is reported as behind the rate (or as catching up, when it
+fell as much), and the ratios of its round are marked. Nothing is tuned for either candidate:
+the pipeline's two stages run as processes with every default, MirrorMaker 2 (Kafka's own,
+dedicated mode) with exactly-once source support and 12 tasks, every other setting its default.
+Rounds rotate which candidate runs first. Every process shares the machine's two cores, as a
+user's would share theirs.
 
 bench/pipeline_vs_mirrormaker.py's latency phase differs on purpose: warm clusters after the
 throughput phase, MirrorMaker 2 tuned like our stages, a 3 s warm-up and a 20 s window; it
@@ -50,12 +51,13 @@ UNMEASURED_S = 20.0
 MEASURED_S = 30.0
 COLLECT_TIMEOUT_S = 180.0
 CANDIDATES = ("pipeline", "MM2 exactly-once")
-# A candidate that keeps up with the rate has a latency that does not grow through the window;
-# one that does not has a backlog that grows, and its percentiles measure the backlog, not a
-# copy's latency: a ratio against them would flatter whichever candidate kept up. The growth is
-# the median latency of the records produced in the window's last fifth less its first fifth's,
-# 24 s apart: 1 s of growth is a candidate copying about 4 % slower than the records come.
-BEHIND_GROWTH_MS = 1000.0
+# A candidate that keeps up with the rate has a latency that does not grow through the window; one
+# that does not has a backlog that grows (or, catching up, one that drains), and its percentiles
+# measure the backlog, not a copy's latency: a ratio against them would flatter whichever
+# candidate kept up. The growth is the median latency of the records produced in the window's last
+# fifth less its first fifth's, 24 s apart: 1 s of growth is a candidate copying about 4 % slower
+# than the records come.
+UNSTEADY_GROWTH_MS = 1000.0
 # What MirrorMaker 2 does without being told: Kafka's consumer and producer defaults.
 KAFKA_MAX_POLL_RECORDS = 500
 KAFKA_MAX_PARTITION_FETCH_BYTES = 1024 * 1024
@@ -162,9 +164,12 @@ def latency_growth_ms(arrivals: list[Arrival]) -> float:
     return percentile(late, 50) - percentile(early, 50)
 
 
-def behind(figures: Figures | str | None) -> bool:
-    """Whether a round's latency grew through the window as a backlog's does."""
-    return isinstance(figures, tuple) and figures[3] > BEHIND_GROWTH_MS
+def unsteady(figures: Figures | str | None) -> str:
+    """How a round's latency moved through the window when it moved as a backlog's does:
+    "behind" (it grew), "catching up" (it fell), or "" (steady, or no figures)."""
+    if not isinstance(figures, tuple) or abs(figures[3]) <= UNSTEADY_GROWTH_MS:
+        return ""
+    return "behind" if figures[3] > 0 else "catching up"
 
 
 def _arguments() -> argparse.Namespace:
@@ -198,7 +203,7 @@ def main() -> None:
                         "   p50 {:.0f} ms, p99 {:.0f} ms, max {:.0f} ms, growth {:+.0f} ms".format(
                             *figures
                         )
-                        + (" (fell behind the rate)" if behind(figures) else "")
+                        + (f" ({unsteady(figures)})" if unsteady(figures) else "")
                     )
                 rows.append((rate, n + 1, candidate, figures))
     report(rows, env)
@@ -223,17 +228,17 @@ def report(rows: list[Row], env: dict) -> None:
         p50, p99, peak, growth = figures
         print(
             f"{rate:>9,.0f} {n:>5}  {candidate:<17} {p50:>7.0f} {p99:>7.0f} {peak:>7.0f} "
-            f"{growth:>+9.0f}" + ("  behind" if behind(figures) else "")
+            f"{growth:>+9.0f}  {unsteady(figures)}".rstrip()
         )
-    fell_behind = False
+    unsteady_round = False
     for rate in sorted({row[0] for row in rows}):
         ratios = []
         for n in sorted({row[1] for row in rows if row[0] == rate}):
             figures_of = {c: f for r, m, c, f in rows if r == rate and m == n}
             ours, theirs = figures_of.get("pipeline"), figures_of.get("MM2 exactly-once")
             if isinstance(ours, tuple) and isinstance(theirs, tuple):
-                mark = "*" if behind(ours) or behind(theirs) else ""
-                fell_behind = fell_behind or bool(mark)
+                mark = "*" if unsteady(ours) or unsteady(theirs) else ""
+                unsteady_round = unsteady_round or bool(mark)
                 ratios.append(f"{ours[1] / theirs[1]:.2f}x{mark}")
             else:
                 ratios.append("none (a candidate gave no result)")
@@ -241,11 +246,11 @@ def report(rows: list[Row], env: dict) -> None:
             f"at {rate:,.0f} records/s, p99 pipeline / MM2 exactly-once per round: "
             + ", ".join(ratios)
         )
-    if fell_behind:
+    if unsteady_round:
         print(
-            f"* a candidate fell behind the rate in that round (its latency grew more than "
-            f'{BEHIND_GROWTH_MS:.0f} ms through the window, "behind" above): its percentiles '
-            f"measure a growing backlog, and the ratio compares against it"
+            f"* a candidate's latency moved more than {UNSTEADY_GROWTH_MS:.0f} ms through the "
+            f"window in that round (behind: a backlog growing; catching up: one draining): its "
+            f"percentiles measure the backlog, and the ratio compares against it"
         )
 
 

@@ -1,6 +1,6 @@
 """Paced production and what it shows: a child process producing at a steady rate with the
-production time in each record, a probe until a candidate copies at all, and each record's
-latency from production to visibility on the destination under read_committed."""
+production time in each record, a probe until a candidate copies every partition, and each
+record's latency from production to visibility on the destination under read_committed."""
 
 from __future__ import annotations
 
