@@ -126,7 +126,7 @@ def probe_until_visible(
 
     Every partition, not the first only: MirrorMaker 2 copies each partition in a task of its
     own, and its first task can copy while the others still start, so a record visible on one
-    partition says nothing of the rest, and a measurement begun then times their start."""
+    partition says nothing of the rest, and a measurement begun then could time their start."""
     started = time.monotonic()
     producer = Producer({"bootstrap.servers": source, "linger.ms": 0})
     visible = EndOffsets(target, [(destination, partitions)], committed=True)
