@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NamedTuple
 
 from bench.clusters import bench_clusters
 from bench.common import interrupt, percentile
@@ -108,9 +109,17 @@ def _mirrormaker(base: Path, source: str, target: str) -> Iterator[tuple[str, Ca
         yield mm2.destination_topic, lambda: check_mm2(mm2)
 
 
-# A round of one candidate: its rate, round number, name, and p50/p99/max and the latency's
-# growth through the window in ms, or why it has none (CandidateFailedError's message).
-Figures = tuple[float, float, float, float]
+class Figures(NamedTuple):
+    """A round's p50, p99 and max latency, and the latency's growth through the window, in ms."""
+
+    p50: float
+    p99: float
+    peak: float
+    growth: float
+
+
+# A round of one candidate: its rate, round number, name, and its figures or why it has none
+# (CandidateFailedError's message).
 Row = tuple[float, int, str, Figures | str]
 
 
@@ -144,7 +153,7 @@ def summary(arrivals: list[Arrival]) -> Figures:
     if not arrivals:
         raise RuntimeError("no record of the measured window was seen")
     latencies = [arrival.latency_ms for arrival in arrivals]
-    return (
+    return Figures(
         percentile(latencies, 50),
         percentile(latencies, 99),
         max(latencies),
@@ -167,9 +176,9 @@ def latency_growth_ms(arrivals: list[Arrival]) -> float:
 def unsteady(figures: Figures | str | None) -> str:
     """How a round's latency moved through the window when it moved as a backlog's does:
     "behind" (it grew), "catching up" (it fell), or "" (steady, or no figures)."""
-    if not isinstance(figures, tuple) or abs(figures[3]) <= UNSTEADY_GROWTH_MS:
+    if not isinstance(figures, Figures) or abs(figures.growth) <= UNSTEADY_GROWTH_MS:
         return ""
-    return "behind" if figures[3] > 0 else "catching up"
+    return "behind" if figures.growth > 0 else "catching up"
 
 
 def _arguments() -> argparse.Namespace:
@@ -236,10 +245,10 @@ def report(rows: list[Row], env: dict) -> None:
         for n in sorted({row[1] for row in rows if row[0] == rate}):
             figures_of = {c: f for r, m, c, f in rows if r == rate and m == n}
             ours, theirs = figures_of.get("pipeline"), figures_of.get("MM2 exactly-once")
-            if isinstance(ours, tuple) and isinstance(theirs, tuple):
+            if isinstance(ours, Figures) and isinstance(theirs, Figures):
                 mark = "*" if unsteady(ours) or unsteady(theirs) else ""
                 unsteady_round = unsteady_round or bool(mark)
-                ratios.append(f"{ours[1] / theirs[1]:.2f}x{mark}")
+                ratios.append(f"{ours.p99 / theirs.p99:.2f}x{mark}")
             else:
                 ratios.append("none (a candidate gave no result)")
         print(
