@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import uuid
 from collections.abc import Callable, Iterator
@@ -20,6 +21,14 @@ settings.register_profile(
     "shared-machine", suppress_health_check=[HealthCheck.too_slow], deadline=None
 )
 settings.load_profile("shared-machine")
+
+# Every Spark driver the tests start (in this process, or under `exactly validate` and
+# spark-submit in a child, which inherit it) compiles with Java's first compiler only: the tests'
+# audits last seconds, over which C2's compiler threads cost two shared cores more than their code
+# saves (one audit test's session: 52-61 s, against 64-67 s with both; two runs each). localkafka's
+# brokers do the same (LOCALKAFKA_JIT). Not the product's default: an audit of millions of
+# records needs C2.
+os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
 
 _CLUSTER_FIXTURES = {"source_cluster", "target_cluster", "kafka_clusters"}
 _session_notes: list[str] = []

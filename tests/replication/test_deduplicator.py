@@ -15,6 +15,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from deduplicator.limits import TRANSACTION_TIMEOUT_MS
 from exactly.acls import ROLES
 from runtime import ErrorClass, classify, kafka_error_of
 from runtime.assignment_watch import UNASSIGNED_WARN_S
@@ -639,6 +640,15 @@ def test_stage_1_on_the_consumer_group_protocol_of_a_source_without_it_says_so(
     assert replicator.terminate(30) == 0
 
 
+# How long the idle instance may take to restore the partition after the holder's SIGKILL: the
+# group notices the static member gone after its session (6 s here); a holder killed between its
+# send_offsets and its commit leaves staging offsets that are not stable until the broker aborts
+# that transaction, up to the transaction timeout after it began plus the broker's check for timed
+# out transactions (Kafka's default: every 10 s); then one more ask of the offsets (docs/design.md
+# §4, invariant 5: killed before the commit). 60 s was once too short in CI: killed mid-commit.
+_TAKEOVER_S = 6 + TRANSACTION_TIMEOUT_MS / 1000 + 10 + 30
+
+
 @pytest.mark.slow
 def test_a_stage_2_instance_given_no_partition_says_so_and_takes_over_when_the_other_dies(
     source_cluster, target_cluster, unique_topic, roles, tmp_path
@@ -683,7 +693,7 @@ def test_a_stage_2_instance_given_no_partition_says_so_and_takes_over_when_the_o
         assert "other members of the group may hold every partition" in line, line
         assert "subscribed but given no partition" not in holder.log_text()
         holder.kill()
-        idle.wait_for_log(assigned, timeout_s=60)
+        idle.wait_for_log(assigned, timeout_s=_TAKEOVER_S)
         idle.wait_for_log("partitions assigned after a long wait", timeout_s=5)
         time.sleep(2)
         producer.stop()

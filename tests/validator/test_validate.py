@@ -105,6 +105,7 @@ def _assert_planted_faults_reported(result: Validation, planted: list[Planted], 
 
 
 @pytest.mark.slow
+@pytest.mark.spark
 def test_planted_faults_are_reported_by_provenance_on_a_standalone_spark_cluster(
     source_cluster, target_cluster, source_topic, tmp_path
 ):
@@ -128,6 +129,7 @@ def test_planted_faults_are_reported_by_provenance_on_a_standalone_spark_cluster
 
 
 @pytest.mark.slow
+@pytest.mark.spark
 def test_planted_faults_are_reported_by_content_without_the_header_under_spark_submit(
     source_cluster, target_cluster, source_topic, tmp_path
 ):
@@ -177,8 +179,10 @@ def test_a_partial_copy_without_the_header_is_clean_from_since_with_the_rest_in_
 
 
 # The merge handing the topic to the join (auto) in the default suite, the join alone in make
-# test-slow (a Spark audit each: the default suite stays inside its 20 minutes).
-@pytest.mark.parametrize("plan", [pytest.param("join", marks=pytest.mark.slow), "auto"])
+# test-spark (a Spark audit each: neither the default suite nor CI has room for it).
+@pytest.mark.parametrize(
+    "plan", [pytest.param("join", marks=[pytest.mark.slow, pytest.mark.spark]), "auto"]
+)
 def test_null_header_values_lost_in_the_copy_are_a_headers_mismatch(
     source_cluster, target_cluster, tmp_path, plan
 ):
@@ -260,9 +264,10 @@ def test_a_report_path_that_cannot_be_written_is_bad_input_before_the_audit(
     assert not (out / "report.html").exists()
 
 
-# A Spark session on the image's jars alone: in make test-slow, to keep the default suite
-# inside its 20 minutes.
+# A Spark session on the image's jars alone: in make test-spark (by hand, outside CI), where
+# make test-images's validator image audits with the same jars in CI.
 @pytest.mark.slow
+@pytest.mark.spark
 def test_the_validator_images_connector_jars_audit_with_nothing_resolved(
     source_cluster, target_cluster, source_topic, tmp_path
 ):
