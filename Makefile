@@ -81,8 +81,9 @@ demo: install
 	$(BIN)/exactly demo
 
 # The long crash runs (30 SIGKILLs of each stage under traffic, 20 of stage 1 alone, a third
-# deduplicator killed), the secure and the active-active demos, `exactly chaos`'s two mutants,
-# the network test and the shared target broker's SIGKILL: about 20 minutes here.
+# deduplicator killed), the secure and the active-active demos, `exactly chaos`'s two mutants and
+# its short run on three nodes, the network test and the shared target broker's SIGKILL: about
+# 25 minutes here.
 chaos: install toxiproxy
 	$(BIN)/pytest -m chaos --durations=10 $(PYTEST_ARGS)
 
@@ -104,12 +105,13 @@ test-spark: install
 # min.insync.replicas 2): a node SIGKILLed for what it leads or coordinates, rolling restarts
 # (SIGTERM and SIGKILL), two target nodes down at once; each ends in the record-by-record
 # verdict and the Spark audit; the stalls measured are printed at the end (12 to 30 minutes
-# here, with the machine's load: 29 min 36 s at 4bdc570). Then `exactly kafka up`, `demo` and
-# `chaos` with --nodes 3 as a user types them (about 5 minutes), in a run of their own: each
-# makes clusters of its own, never beside tests/nodes' shared ones.
+# here, with the machine's load: 29 min 36 s at 4bdc570). Then `exactly kafka up` and `demo`
+# with --nodes 3 as a user types them (about 2 minutes), in a run of their own: each makes
+# clusters of its own, never beside tests/nodes' shared ones (`exactly chaos --nodes 3` is in
+# `make chaos`).
 test-nodes: install toxiproxy
 	$(BIN)/pytest -m nodes tests/nodes --durations=10 $(PYTEST_ARGS)
-	$(BIN)/pytest -m nodes tests/cli/test_nodes_commands.py --durations=5 $(PYTEST_ARGS)
+	$(BIN)/pytest -m "nodes and not chaos" tests/cli/test_nodes_commands.py --durations=5 $(PYTEST_ARGS)
 
 # The three-node scenarios whose bounds held in every run since they were written (about 5
 # minutes): a node SIGKILLed for each thing it leads or coordinates, every leader of the flow
