@@ -95,8 +95,8 @@ def test_the_demo_on_three_nodes_survives_a_target_node_killed_and_is_exactly_on
 
 
 # Also marked chaos: `make chaos` runs it, by hand, and `make test-nodes` (CI) leaves it out. Its
-# four minutes did not fit in CI's 90 beside the rest (109 minutes on a slow day); test-slow's
-# two-minute run keeps `exactly chaos` itself in CI, on clusters of one node.
+# three to four minutes did not fit in CI's 90 beside the rest (109 minutes on a slow day);
+# test-slow's two-minute run keeps `exactly chaos` itself in CI, on clusters of one node.
 @pytest.mark.chaos
 @pytest.mark.timeout(1200)  # beyond run_clean's own 900 s
 def test_a_short_chaos_run_on_three_nodes_picks_single_nodes_and_ends_exactly_once(tmp_path):

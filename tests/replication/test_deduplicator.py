@@ -644,8 +644,9 @@ def test_stage_1_on_the_consumer_group_protocol_of_a_source_without_it_says_so(
 # group notices the static member gone after its session (6 s here); a holder killed between its
 # send_offsets and its commit leaves staging offsets that are not stable until the broker aborts
 # that transaction, up to the transaction timeout after it began plus the broker's check for timed
-# out transactions (Kafka's default: every 10 s); then one more ask of the offsets (docs/design.md
-# §4, invariant 5: killed before the commit). 60 s was once too short in CI: killed mid-commit.
+# out transactions (Kafka's default: every 10 s); then the next ask of the offsets (5 s), the
+# restore, and room for a loaded machine (docs/design.md §4, invariant 5: killed before the
+# commit). 60 s was once too short in CI, the holder killed mid-commit.
 _TAKEOVER_S = 6 + TRANSACTION_TIMEOUT_MS / 1000 + 10 + 30
 
 
