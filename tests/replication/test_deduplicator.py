@@ -640,14 +640,16 @@ def test_stage_1_on_the_consumer_group_protocol_of_a_source_without_it_says_so(
     assert replicator.terminate(30) == 0
 
 
+# The group notices the SIGKILLed static member after this long (the broker's minimum).
+_SESSION_TIMEOUT_MS = 6000
 # How long the idle instance may take to restore the partition after the holder's SIGKILL: the
-# group notices the static member gone after its session (6 s here); a holder killed between its
+# group notices the static member gone after its session; a holder killed between its
 # send_offsets and its commit leaves staging offsets that are not stable until the broker aborts
 # that transaction, up to the transaction timeout after it began plus the broker's check for timed
 # out transactions (Kafka's default: every 10 s); then the next ask of the offsets (5 s), the
 # restore, and room for a loaded machine (docs/design.md §4, invariant 5: killed before the
 # commit). 60 s was once too short in CI, the holder killed mid-commit.
-_TAKEOVER_S = 6 + TRANSACTION_TIMEOUT_MS / 1000 + 10 + 30
+_TAKEOVER_S = (_SESSION_TIMEOUT_MS + TRANSACTION_TIMEOUT_MS) / 1000 + 10 + 30
 
 
 @pytest.mark.slow
@@ -667,8 +669,7 @@ def test_a_stage_2_instance_given_no_partition_says_so_and_takes_over_when_the_o
         unique_topic,
         {topic: 2},
         REPLICATION_STAGING_PARTITIONS="1",
-        # The group notices the SIGKILLed static member after this long (the broker's minimum).
-        KAFKA_CLUSTERS_DESTINATION_PROPERTIES_SESSION_TIMEOUT_MS="6000",
+        KAFKA_CLUSTERS_DESTINATION_PROPERTIES_SESSION_TIMEOUT_MS=str(_SESSION_TIMEOUT_MS),
     )
     group = FlowNames(env["REPLICATION_FLOW"]).deduplicator_group
     assigned = r'staging partitions assigned" partitions=\d'
